@@ -1,0 +1,374 @@
+"""The saga state machine: drives one saga from its ledger state. No SQL here."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections.abc import Awaitable
+from dataclasses import replace
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from pivotal.catalogue import Catalogue, Step, StepContext, StepKind, action_key, undo_key
+from pivotal.clock import Clock
+from pivotal.plan import Plan, Provenance
+from pivotal.retry import Outcome, RetryPolicy, classify
+from pivotal.state import (
+    ApprovalStatus,
+    Event,
+    EventType,
+    SagaState,
+    SagaStatus,
+    StepStatus,
+    UndoStatus,
+    apply,
+)
+from pivotal.store.base import Store
+
+_OUTCOME_REACHED = (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.UNKNOWN)
+_MAY_HAVE_EFFECT = (
+    StepStatus.STARTED,
+    StepStatus.RETRY_WAIT,
+    StepStatus.SUCCEEDED,
+    StepStatus.UNKNOWN,
+)
+_UNDO_SETTLED = (UndoStatus.DONE, UndoStatus.DEAD_LETTERED, UndoStatus.RESOLVED)
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def point_of_no_return(state: SagaState) -> int | None:
+    """The pivot's index, else the first retriable step's, else None."""
+    for kind in (StepKind.PIVOT.value, StepKind.RETRIABLE.value):
+        for r in state.steps:
+            if r.kind == kind:
+                return r.index
+    return None
+
+
+class SagaRun:
+    """One pass of one saga under a lease ``epoch`` (None: fenced by version only)."""
+
+    def __init__(
+        self,
+        store: Store,
+        catalogue: Catalogue,
+        plan: Plan,
+        state: SagaState,
+        clock: Clock,
+        *,
+        epoch: int | None,
+        provenance: Provenance | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.catalogue = catalogue
+        self.plan = plan
+        self.state = state
+        self.clock = clock
+        self.epoch = epoch
+        self.provenance = provenance
+        self.rng = rng or random.Random()
+        self._lock = asyncio.Lock()
+        self._calls = plan.calls()
+        self._args: dict[int, BaseModel] = {}
+
+    # -- ledger writes ------------------------------------------------------------------
+
+    def event(
+        self,
+        type: EventType,
+        step: int | None = None,
+        attempt: int | None = None,
+        **data: Any,
+    ) -> Event:
+        return Event(type=type, at=self.clock.now(), step=step, attempt=attempt, data=data)
+
+    async def emit(self, *events: Event) -> None:
+        """Apply events and commit them with the new state in one transaction."""
+        async with self._lock:
+            before = after = self.state
+            numbered = []
+            for e in events:
+                e = replace(e, seq=after.version + 1)
+                after = apply(after, e)
+                numbered.append(e)
+            await self.store.commit(before, after, numbered, self.epoch)
+            self.state = after
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def step_of(self, index: int) -> Step:
+        return self.catalogue[self.state.steps[index].name]
+
+    def args_of(self, index: int) -> BaseModel:
+        if index not in self._args:
+            self._args[index] = self.step_of(index).parse_args(self._calls[index].call.args)
+        return self._args[index]
+
+    def context(self, index: int, attempt: int, *, undo: bool = False) -> StepContext:
+        key = action_key(self.state.saga_id, index)
+        return StepContext(
+            saga_id=self.state.saga_id,
+            index=index,
+            step=self.state.steps[index].name,
+            key=undo_key(self.state.saga_id, index) if undo else key,
+            action_key=key,
+            attempt=attempt,
+            provenance=self.provenance,
+        )
+
+    async def _wait_until(self, when: float | None) -> None:
+        if when is not None and when > self.clock.now():
+            await self.clock.sleep(when - self.clock.now())
+
+    @staticmethod
+    async def _bounded(call: Awaitable[Any], limit: float | None) -> Any:
+        async with asyncio.timeout(limit):
+            return await call
+
+    async def _lookup(self, index: int, attempt: int) -> tuple[bool | None, Any]:
+        """(True, result) found; (False, None) not found; (None, None) could not tell."""
+        step = self.step_of(index)
+        if step.lookup is None:
+            return None, None
+        try:
+            found = await self._bounded(
+                step.lookup(self.args_of(index), self.context(index, attempt)), step.timeout
+            )
+        except Exception:
+            return None, None
+        if found is None:
+            return False, None
+        return True, to_jsonable_python(found, fallback=str)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    async def drive(self) -> SagaState:
+        """Advance the saga until it ends or waits for a person."""
+        while True:
+            s = self.state
+            if s.status.terminal:
+                return s
+            if s.status is SagaStatus.COMPENSATING:
+                await self.compensate()
+                continue
+            unit = self._next_unit()
+            if unit is None:
+                await self.emit(self.event(EventType.SAGA_COMPLETED, reason=None))
+                continue
+            if not await self._gate(unit[0]):
+                if self.state.status is SagaStatus.AWAITING_APPROVAL:
+                    return self.state
+                continue
+            if len(unit) == 1:
+                await self.execute(unit[0])
+            else:
+                await asyncio.gather(*(self.execute(i) for i in unit))
+            await self._after(unit)
+
+    def _next_unit(self) -> list[int] | None:
+        first = next((r for r in self.state.steps if r.status is not StepStatus.SUCCEEDED), None)
+        if first is None:
+            return None
+        if first.group is None:
+            return [first.index]
+        return [r.index for r in self.state.steps if r.group == first.group]
+
+    async def _gate(self, index: int) -> bool:
+        """Approval at the point of no return. True: go on and run the step."""
+        rec = self.state.steps[index]
+        if index != point_of_no_return(self.state) or rec.status is not StepStatus.PENDING:
+            return True
+        approval, now = self.state.approval, self.clock.now()
+        if approval is None:
+            policy = self.catalogue.approval
+            need = policy(rec.name, self.args_of(index), self.plan) if policy else None
+            if need is None:
+                return True
+            await self.emit(
+                self.event(
+                    EventType.APPROVAL_REQUESTED,
+                    step=index,
+                    reason=need.reason,
+                    rationale=self.plan.rationale,
+                    expires_at=now + need.expires_in,
+                )
+            )
+            return False
+        if approval.status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED):
+            if now >= approval.expires_at:
+                await self.emit(
+                    self.event(EventType.APPROVAL_EXPIRED, step=index),
+                    self.event(
+                        EventType.COMPENSATION_STARTED,
+                        reason=f"approval for {rec.name} expired before the step ran",
+                    ),
+                )
+                return False
+            return approval.status is ApprovalStatus.APPROVED
+        return False  # rejected or expired: compensation already started
+
+    async def _after(self, unit: list[int]) -> None:
+        bad = [
+            self.state.steps[i]
+            for i in unit
+            if self.state.steps[i].status in (StepStatus.FAILED, StepStatus.UNKNOWN)
+        ]
+        if not bad:
+            return
+        r = bad[0]
+        pnr = point_of_no_return(self.state)
+        passed = pnr is not None and self.state.steps[pnr].status is StepStatus.SUCCEEDED
+        if passed:
+            reason = f"{r.name} (step {r.index}) failed after the point of no return: {r.error}"
+            await self.emit(self.event(EventType.SAGA_NEEDS_HUMAN, reason=reason))
+        elif r.index == pnr and r.status is StepStatus.UNKNOWN:
+            reason = f"outcome of the point-of-no-return step {r.name} is unknown: {r.error}"
+            await self.emit(self.event(EventType.SAGA_NEEDS_HUMAN, reason=reason))
+        else:
+            reason = f"{r.name} (step {r.index}) {r.status.value}: {r.error}"
+            await self.emit(self.event(EventType.COMPENSATION_STARTED, reason=reason))
+
+    # -- forward ------------------------------------------------------------------------
+
+    async def execute(self, index: int) -> None:
+        """Run one step until it reaches an outcome, retrying transient failures."""
+        step = self.step_of(index)
+        rec = self.state.steps[index]
+        if rec.status in _OUTCOME_REACHED:
+            return
+        args = self.args_of(index)
+        if rec.status is StepStatus.PENDING and step.precondition is not None:
+            reason = step.precondition(args)
+            if reason:
+                await self.emit(
+                    self.event(
+                        EventType.STEP_FAILED,
+                        step=index,
+                        error=f"precondition no longer holds: {reason}",
+                        outcome="precondition",
+                    )
+                )
+                return
+        if rec.status is StepStatus.STARTED:
+            found, result = await self._lookup(index, rec.attempts)
+            if found:
+                await self._succeed(index, result, via="lookup")
+                return
+        policy = step.policy
+        while True:
+            rec = self.state.steps[index]
+            if rec.status is StepStatus.RETRY_WAIT:
+                await self._wait_until(rec.next_attempt_at)
+            attempt = rec.attempts + 1
+            ctx = self.context(index, attempt)
+            await self.emit(self.event(EventType.STEP_STARTED, index, attempt, key=ctx.key))
+            try:
+                result = await self._bounded(step.action(args, ctx), step.timeout)
+            except Exception as exc:
+                outcome, error = classify(exc, step.retry_on), describe(exc)
+            else:
+                await self._succeed(index, to_jsonable_python(result, fallback=str))
+                return
+            if outcome is not Outcome.TRANSIENT:
+                await self.emit(
+                    self.event(
+                        EventType.STEP_FAILED, index, attempt, error=error, outcome=outcome.value
+                    )
+                )
+                return
+            if not policy.exhausted(attempt):
+                await self._schedule(EventType.STEP_RETRY_SCHEDULED, index, attempt, error, policy)
+                continue
+            await self._exhausted(index, attempt, error)
+            return
+
+    async def _succeed(self, index: int, result: Any, via: str = "action") -> None:
+        await self.emit(self.event(EventType.STEP_SUCCEEDED, index, result=result, via=via))
+
+    async def _schedule(
+        self, type: EventType, index: int, attempt: int, error: str, policy: RetryPolicy
+    ) -> None:
+        at = self.clock.now() + policy.delay(attempt, self.rng)
+        await self.emit(self.event(type, index, attempt, error=error, next_attempt_at=at))
+
+    async def _exhausted(self, index: int, attempt: int, error: str) -> None:
+        """Transient failures used up the attempts: settle the outcome if we can."""
+        found, result = await self._lookup(index, attempt)
+        if found:
+            await self._succeed(index, result, via="lookup")
+        elif found is False:
+            await self.emit(
+                self.event(
+                    EventType.STEP_FAILED,
+                    index,
+                    attempt,
+                    error=f"{error} (after {attempt} attempts; lookup found no effect)",
+                    outcome="exhausted",
+                )
+            )
+        else:
+            await self.emit(
+                self.event(
+                    EventType.STEP_UNKNOWN,
+                    index,
+                    attempt,
+                    error=f"{error} (after {attempt} attempts; outcome unknown)",
+                )
+            )
+
+    # -- backward -----------------------------------------------------------------------
+
+    async def compensate(self) -> None:
+        """Undo, newest outcome first, every compensable step that may have taken effect."""
+        todo = [
+            r
+            for r in self.state.steps
+            if r.kind == StepKind.COMPENSABLE.value
+            and r.status in _MAY_HAVE_EFFECT
+            and r.undo_status not in _UNDO_SETTLED
+        ]
+        todo.sort(key=lambda r: (math.inf if r.seq is None else r.seq, r.index), reverse=True)
+        for r in todo:
+            await self.undo(r.index)
+        dead = self.state.dead_letters
+        if dead:
+            names = ", ".join(f"{r.name} (step {r.index})" for r in dead)
+            reason = f"{self.state.reason}; undo failed and was dead-lettered: {names}"
+            await self.emit(self.event(EventType.SAGA_COMPENSATION_FAILED, reason=reason))
+        else:
+            await self.emit(self.event(EventType.SAGA_COMPENSATED, reason=self.state.reason))
+
+    async def undo(self, index: int) -> None:
+        step = self.step_of(index)
+        assert step.undo is not None
+        args = self.args_of(index)
+        policy = step.undo_retry
+        while True:
+            rec = self.state.steps[index]
+            if rec.undo_status in _UNDO_SETTLED:
+                return
+            if rec.undo_status is UndoStatus.RETRY_WAIT:
+                await self._wait_until(rec.undo_next_attempt_at)
+            attempt = rec.undo_attempts + 1
+            ctx = self.context(index, attempt, undo=True)
+            await self.emit(self.event(EventType.UNDO_STARTED, index, attempt, key=ctx.key))
+            try:
+                await self._bounded(step.undo(args, rec.result, ctx), step.timeout)
+            except Exception as exc:
+                outcome, error = classify(exc, step.retry_on), describe(exc)
+            else:
+                await self.emit(self.event(EventType.UNDO_SUCCEEDED, index, attempt))
+                return
+            if outcome is Outcome.TRANSIENT and not policy.exhausted(attempt):
+                await self._schedule(EventType.UNDO_RETRY_SCHEDULED, index, attempt, error, policy)
+                continue
+            await self.emit(self.event(EventType.UNDO_DEAD_LETTERED, index, attempt, error=error))
+            return

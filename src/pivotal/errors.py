@@ -1,0 +1,126 @@
+"""Pivotal's exceptions: one root, stable codes, docstrings as default messages."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from pivotal.validation import PlanError
+
+
+class PivotalError(Exception):
+    """Pivotal failed."""
+
+    code: ClassVar[str] = "pivotal_error"
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or self.code).strip())
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+# --- signals a step's action or undo raises -------------------------------------------
+
+
+class StepError(PivotalError):
+    """A step reported a failure."""
+
+    code = "step_error"
+
+
+class Transient(StepError):
+    """A transient failure: the same call may succeed later (retried with the same key)."""
+
+    code = "transient"
+
+
+class Permanent(StepError):
+    """A permanent failure that took no effect: never retried."""
+
+    code = "permanent"
+
+
+class Abort(StepError):
+    """A soft failure: the step's verdict is that the saga must not go on (compensates)."""
+
+    code = "abort"
+
+
+# --- definition and input errors --------------------------------------------------------
+
+
+class CatalogueError(PivotalError):
+    """The catalogue definition is invalid."""
+
+    code = "catalogue_invalid"
+
+
+class PlanParseError(PivotalError):
+    """The plan is not well-formed JSON of the plan shape."""
+
+    code = "plan_malformed"
+
+
+class PlanRejected(PivotalError):
+    """The plan failed validation; nothing was executed."""
+
+    code = "plan_rejected"
+
+    def __init__(self, errors: Sequence[PlanError]) -> None:
+        self.errors = tuple(errors)
+        lines = [f"[{e.code}] {e.where()}: {e.message}" for e in self.errors]
+        super().__init__("plan rejected:\n  " + "\n  ".join(lines))
+
+
+class SagaConflict(PivotalError):
+    """A saga with this id already exists with a different plan."""
+
+    code = "saga_conflict"
+
+
+class SagaNotFound(PivotalError):
+    """No saga with this id."""
+
+    code = "saga_not_found"
+
+
+class ApprovalError(PivotalError):
+    """The saga is not waiting for an approval decision."""
+
+    code = "approval_invalid"
+
+
+class AppLoadError(PivotalError):
+    """The application (catalogues and policy) could not be loaded."""
+
+    code = "app_load_failed"
+
+
+# --- ledger errors ----------------------------------------------------------------------
+
+
+class StoreError(PivotalError):
+    """The ledger failed."""
+
+    code = "store_error"
+
+
+class LeaseLost(StoreError):
+    """This worker no longer holds the saga's lease; its write was refused."""
+
+    code = "lease_lost"
+
+
+class SchemaMismatch(StoreError):
+    """The ledger's schema version is unknown to this version of Pivotal."""
+
+    code = "schema_mismatch"
+
+
+class InvalidInput(PivotalError):
+    """The input is invalid; nothing was changed."""
+
+    code = "invalid_input"

@@ -1,0 +1,52 @@
+"""A commerce example: simulated services and the checkout and fulfilment catalogues."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pivotal.app import App
+from pivotal.examples.commerce.catalogues import checkout_catalogue, fulfilment_catalogue
+from pivotal.examples.commerce.faults import Fault, Faults
+from pivotal.examples.commerce.services import CommerceServices
+
+__all__ = [
+    "CommerceApp",
+    "CommerceServices",
+    "Fault",
+    "Faults",
+    "checkout_catalogue",
+    "create_app",
+    "fulfilment_catalogue",
+    "seed",
+]
+
+STATE_ENV = "PIVOTAL_COMMERCE_STATE"
+
+
+class CommerceApp(App):
+    """The two commerce catalogues bound to one set of simulated services."""
+
+    def __init__(self, services: CommerceServices) -> None:
+        super().__init__(
+            [checkout_catalogue(services), fulfilment_catalogue(services)], name="commerce"
+        )
+        self.services = services
+
+
+def seed(services: CommerceServices) -> None:
+    """Stock and orders the demo and the documents' examples use."""
+    for warehouse in ("A", "B"):
+        for sku in ("sku-1", "sku-2", "lamp"):
+            services.stock(sku, warehouse, 50)
+    services.order("4471", customer="c-4471", tier="standard")
+
+
+def create_app(state: str | Path | None = None, faults: Faults | None = None) -> CommerceApp:
+    """The commerce app over services kept in ``state`` (default: $PIVOTAL_COMMERCE_STATE
+    or ``commerce.db``), seeded on first use."""
+    path = state or os.environ.get(STATE_ENV, "commerce.db")
+    services = CommerceServices(path, faults)
+    if not services.rows("stock"):
+        seed(services)
+    return CommerceApp(services)

@@ -1,0 +1,160 @@
+"""The checkout and fulfilment catalogues over the simulated services."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pivotal.catalogue import Catalogue, StepContext
+from pivotal.examples.commerce.services import CommerceServices
+from pivotal.plan import Plan
+from pivotal.policy import ThresholdPolicy
+from pivotal.retry import RetryPolicy
+
+Money = Field(gt=0, le=500, max_digits=9, decimal_places=2, description="At most 500.")
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ReserveStock(_Args):
+    order_id: str = Field(min_length=1, max_length=64)
+    sku: str = Field(min_length=1, max_length=64)
+    quantity: int = Field(ge=1, le=100)
+    warehouse: str = Field(default="A", pattern=r"^[A-Z]$")
+
+
+class Payment(_Args):
+    order_id: str = Field(min_length=1, max_length=64)
+    amount: Decimal = Money
+    currency: Literal["EUR", "USD"] = "EUR"
+
+
+class CreateShipment(_Args):
+    order_id: str = Field(min_length=1, max_length=64)
+    warehouse: str = Field(default="A", pattern=r"^[A-Z]$")
+
+
+class SendConfirmation(_Args):
+    order_id: str = Field(min_length=1, max_length=64)
+    recipient: str = Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
+    template: Literal["order_confirmed", "shipment_update"] = "order_confirmed"
+
+
+Result = dict[str, Any]
+FAST = RetryPolicy(max_attempts=4, base_delay=0.02, max_delay=0.5)
+
+
+def _inventory_steps(catalogue: Catalogue, svc: CommerceServices) -> None:
+    async def release_stock(args: ReserveStock, result: Any, ctx: StepContext) -> None:
+        svc.release(reserved_with=ctx.action_key, key=ctx.key)
+
+    async def find(args: ReserveStock, ctx: StepContext) -> Result | None:
+        return svc.find(ctx.key)
+
+    def sku_known(args: ReserveStock) -> str | None:
+        if svc.sku_known(args.sku, args.warehouse):
+            return None
+        return f"warehouse {args.warehouse} does not stock {args.sku}"
+
+    @catalogue.compensable(
+        undo=release_stock, lookup=find, precondition=sku_known, retry=FAST, undo_retry=FAST
+    )
+    async def reserve_stock(args: ReserveStock, ctx: StepContext) -> Result:
+        """Reserve units of a product at a warehouse for an order."""
+        return svc.reserve(args.order_id, args.sku, args.quantity, args.warehouse, ctx.key)
+
+
+def _shipment(catalogue: Catalogue, svc: CommerceServices, *, retriable: bool) -> None:
+    async def find(args: CreateShipment, ctx: StepContext) -> Result | None:
+        return svc.find(ctx.key)
+
+    async def create_shipment(args: CreateShipment, ctx: StepContext) -> Result:
+        """Book a carrier shipment for an order from a warehouse."""
+        return svc.ship(args.order_id, args.warehouse, ctx.key)
+
+    if retriable:
+        catalogue.retriable(
+            lookup=find, retry=RetryPolicy(max_attempts=6, base_delay=0.02, max_delay=0.5)
+        )(create_shipment)
+        return
+
+    async def cancel_shipment(args: CreateShipment, result: Any, ctx: StepContext) -> None:
+        svc.cancel_shipment(shipped_with=ctx.action_key, key=ctx.key)
+
+    catalogue.compensable(undo=cancel_shipment, lookup=find, retry=FAST, undo_retry=FAST)(
+        create_shipment
+    )
+
+
+def checkout_catalogue(svc: CommerceServices) -> Catalogue:
+    """reserve_stock, charge_payment, create_shipment: every step compensable."""
+    catalogue = Catalogue("checkout", "Place an order: reserve stock, charge, ship.")
+    _inventory_steps(catalogue, svc)
+
+    async def refund_payment(args: Payment, result: Any, ctx: StepContext) -> None:
+        svc.refund(charged_with=ctx.action_key, key=ctx.key)
+
+    async def find(args: Payment, ctx: StepContext) -> Result | None:
+        return svc.find(ctx.key)
+
+    @catalogue.compensable(undo=refund_payment, lookup=find, retry=FAST, undo_retry=FAST)
+    async def charge_payment(args: Payment, ctx: StepContext) -> Result:
+        """Charge the customer's card for an order (at most 500)."""
+        return svc.charge(args.order_id, args.amount, ctx.key)
+
+    _shipment(catalogue, svc, retriable=False)
+    return catalogue
+
+
+def fulfilment_catalogue(svc: CommerceServices) -> Catalogue:
+    """Reserve and authorise (compensable), capture (pivot), ship and confirm (retriable)."""
+
+    def tier_of(args: BaseModel, plan: Plan) -> str | None:
+        return svc.tier(getattr(args, "order_id", ""))
+
+    catalogue = Catalogue(
+        "fulfilment",
+        "Fulfil a paid-by-card order: nothing is final until the capture.",
+        approval=ThresholdPolicy(
+            threshold=150,
+            by_tier={"gold": 400},
+            tier_of=tier_of,
+            steps=frozenset({"capture_payment"}),
+        ),
+    )
+    _inventory_steps(catalogue, svc)
+
+    async def void_authorization(args: Payment, result: Any, ctx: StepContext) -> None:
+        svc.void(authorized_with=ctx.action_key, key=ctx.key)
+
+    async def find(args: BaseModel, ctx: StepContext) -> Result | None:
+        return svc.find(ctx.key)
+
+    @catalogue.compensable(undo=void_authorization, lookup=find, retry=FAST, undo_retry=FAST)
+    async def authorize_payment(args: Payment, ctx: StepContext) -> Result:
+        """Place a hold on the customer's card for the order amount (at most 500)."""
+        return svc.authorize(args.order_id, args.amount, ctx.key)
+
+    def order_open(args: Payment) -> str | None:
+        status = svc.order_status(args.order_id)
+        if status is None:
+            return f"order {args.order_id} does not exist"
+        return None if status == "open" else f"order {args.order_id} is {status}"
+
+    @catalogue.pivot(lookup=find, precondition=order_open, retry=FAST)
+    async def capture_payment(args: Payment, ctx: StepContext) -> Result:
+        """Capture the authorised amount: the point of no return."""
+        return svc.capture(args.order_id, args.amount, ctx.key)
+
+    _shipment(catalogue, svc, retriable=True)
+
+    @catalogue.retriable(lookup=find, retry=RetryPolicy(max_attempts=6, base_delay=0.02))
+    async def send_confirmation(args: SendConfirmation, ctx: StepContext) -> Result:
+        """Email the customer that the order is confirmed. Cannot be unsent: it goes last."""
+        return svc.email(args.order_id, args.recipient, args.template, ctx.key)
+
+    return catalogue

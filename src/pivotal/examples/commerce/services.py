@@ -1,0 +1,317 @@
+"""Simulated inventory, payments, shipping and email services.
+
+They keep their own state in a SQLite file separate from the ledger, and honour
+idempotency keys: a repeated key returns the first result and never repeats the effect.
+Every call is logged, so tests can count calls and effects per key.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from pivotal.errors import Permanent, Transient
+from pivotal.examples.commerce.faults import Fault, Faults
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, op TEXT NOT NULL, key TEXT NOT NULL,
+    fault TEXT, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS effects (
+    key TEXT PRIMARY KEY, op TEXT NOT NULL, result TEXT NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS stock (
+    sku TEXT NOT NULL, warehouse TEXT NOT NULL, available INTEGER NOT NULL,
+    PRIMARY KEY (sku, warehouse));
+CREATE TABLE IF NOT EXISTS orders (
+    order_id TEXT PRIMARY KEY, customer TEXT NOT NULL, tier TEXT NOT NULL,
+    status TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reservations (
+    id TEXT PRIMARY KEY, key TEXT NOT NULL, order_id TEXT NOT NULL, sku TEXT NOT NULL,
+    warehouse TEXT NOT NULL, quantity INTEGER NOT NULL, status TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS payments (
+    id TEXT PRIMARY KEY, key TEXT NOT NULL, order_id TEXT NOT NULL, kind TEXT NOT NULL,
+    amount TEXT NOT NULL, status TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS shipments (
+    id TEXT PRIMARY KEY, key TEXT NOT NULL, order_id TEXT NOT NULL, warehouse TEXT NOT NULL,
+    status TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS emails (
+    id TEXT PRIMARY KEY, key TEXT NOT NULL, order_id TEXT NOT NULL, recipient TEXT NOT NULL,
+    template TEXT NOT NULL);
+"""
+
+Result = dict[str, Any]
+
+
+def _id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+class CommerceServices:
+    """All four simulated services over one SQLite file."""
+
+    def __init__(self, path: str | Path = ":memory:", faults: Faults | None = None) -> None:
+        self.path = str(path)
+        self.faults = faults or Faults()
+        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA busy_timeout = 10000")
+        if self.path != ":memory:":
+            self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- set-up -------------------------------------------------------------------------
+
+    def stock(self, sku: str, warehouse: str, available: int) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO stock (sku, warehouse, available) VALUES (?, ?, ?)",
+            (sku, warehouse, available),
+        )
+
+    def order(self, order_id: str, customer: str, tier: str = "standard") -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO orders (order_id, customer, tier, status) "
+            "VALUES (?, ?, ?, 'open')",
+            (order_id, customer, tier),
+        )
+
+    def set_order_status(self, order_id: str, status: str) -> None:
+        self.db.execute("UPDATE orders SET status = ? WHERE order_id = ?", (status, order_id))
+
+    # -- the idempotent core ------------------------------------------------------------
+
+    def _effect(self, op: str, key: str, apply: Callable[[sqlite3.Connection], Result]) -> Result:
+        fault = self.faults.take(op)
+        self.db.execute(
+            "INSERT INTO calls (op, key, fault, at) VALUES (?, ?, ?, ?)",
+            (op, key, fault.value if fault else None, time.time()),
+        )
+        if fault is Fault.TRANSIENT:
+            raise Transient(f"{op}: service unavailable, try again")
+        if fault is Fault.TIMEOUT_BEFORE_EFFECT:
+            raise TimeoutError(f"{op}: no reply")
+        if fault is Fault.PERMANENT:
+            raise Permanent(f"{op}: refused by the provider")
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            row = self.db.execute("SELECT result FROM effects WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                result: Result = json.loads(row[0])
+            else:
+                result = apply(self.db)
+                self.db.execute(
+                    "INSERT INTO effects (key, op, result, at) VALUES (?, ?, ?, ?)",
+                    (key, op, json.dumps(result), time.time()),
+                )
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+        if fault is Fault.TIMEOUT_AFTER_EFFECT:
+            raise TimeoutError(f"{op}: reply lost after the effect")
+        return result
+
+    def find(self, key: str) -> Result | None:
+        """The result of the effect made with ``key``, or ``None`` (for lookups)."""
+        row = self.db.execute("SELECT result FROM effects WHERE key = ?", (key,)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    # -- inventory ----------------------------------------------------------------------
+
+    def sku_known(self, sku: str, warehouse: str) -> bool:
+        return (
+            self.db.execute(
+                "SELECT 1 FROM stock WHERE sku = ? AND warehouse = ?", (sku, warehouse)
+            ).fetchone()
+            is not None
+        )
+
+    def available(self, sku: str, warehouse: str) -> int:
+        row = self.db.execute(
+            "SELECT available FROM stock WHERE sku = ? AND warehouse = ?", (sku, warehouse)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def reserve(self, order_id: str, sku: str, quantity: int, warehouse: str, key: str) -> Result:
+        def apply(db: sqlite3.Connection) -> Result:
+            cur = db.execute(
+                "UPDATE stock SET available = available - ? "
+                "WHERE sku = ? AND warehouse = ? AND available >= ?",
+                (quantity, sku, warehouse, quantity),
+            )
+            if cur.rowcount != 1:
+                raise Permanent(f"out of stock: {quantity} x {sku} at warehouse {warehouse}")
+            rid = _id("res")
+            db.execute(
+                "INSERT INTO reservations VALUES (?, ?, ?, ?, ?, ?, 'active')",
+                (rid, key, order_id, sku, warehouse, quantity),
+            )
+            return {"reservation_id": rid}
+
+        return self._effect("reserve", key, apply)
+
+    def release(self, reserved_with: str, key: str) -> Result:
+        """Release the reservation made with key ``reserved_with``; not found is done."""
+
+        def apply(db: sqlite3.Connection) -> Result:
+            row = db.execute(
+                "SELECT id, sku, warehouse, quantity FROM reservations "
+                "WHERE key = ? AND status = 'active'",
+                (reserved_with,),
+            ).fetchone()
+            if row is None:
+                return {"released": None}
+            db.execute("UPDATE reservations SET status = 'released' WHERE id = ?", (row[0],))
+            db.execute(
+                "UPDATE stock SET available = available + ? WHERE sku = ? AND warehouse = ?",
+                (row[3], row[1], row[2]),
+            )
+            return {"released": row[0]}
+
+        return self._effect("release", key, apply)
+
+    # -- payments -----------------------------------------------------------------------
+
+    def _pay(
+        self, op: str, kind: str, status: str, order_id: str, amount: Decimal, key: str
+    ) -> Result:
+        def apply(db: sqlite3.Connection) -> Result:
+            pid = _id(kind[:2])
+            db.execute(
+                "INSERT INTO payments VALUES (?, ?, ?, ?, ?, ?)",
+                (pid, key, order_id, kind, str(amount), status),
+            )
+            return {f"{kind}_id": pid, "amount": str(amount)}
+
+        return self._effect(op, key, apply)
+
+    def charge(self, order_id: str, amount: Decimal, key: str) -> Result:
+        return self._pay("charge", "charge", "charged", order_id, amount, key)
+
+    def authorize(self, order_id: str, amount: Decimal, key: str) -> Result:
+        return self._pay("authorize", "authorization", "authorized", order_id, amount, key)
+
+    def _reverse(
+        self, op: str, made_with: str, from_status: str, to_status: str, key: str
+    ) -> Result:
+        def apply(db: sqlite3.Connection) -> Result:
+            row = db.execute(
+                "SELECT id FROM payments WHERE key = ? AND status = ?", (made_with, from_status)
+            ).fetchone()
+            if row is None:
+                return {to_status: None}
+            db.execute("UPDATE payments SET status = ? WHERE id = ?", (to_status, row[0]))
+            return {to_status: row[0]}
+
+        return self._effect(op, key, apply)
+
+    def refund(self, charged_with: str, key: str) -> Result:
+        return self._reverse("refund", charged_with, "charged", "refunded", key)
+
+    def void(self, authorized_with: str, key: str) -> Result:
+        return self._reverse("void", authorized_with, "authorized", "voided", key)
+
+    def capture(self, order_id: str, amount: Decimal, key: str) -> Result:
+        def apply(db: sqlite3.Connection) -> Result:
+            row = db.execute(
+                "SELECT id, amount FROM payments WHERE order_id = ? AND kind = 'authorization' "
+                "AND status = 'authorized' ORDER BY rowid DESC LIMIT 1",
+                (order_id,),
+            ).fetchone()
+            if row is None:
+                raise Permanent(f"no open authorization for order {order_id}")
+            if Decimal(row[1]) < amount:
+                raise Permanent(f"capture of {amount} exceeds the authorized {row[1]}")
+            db.execute("UPDATE payments SET status = 'captured' WHERE id = ?", (row[0],))
+            db.execute("UPDATE orders SET status = 'paid' WHERE order_id = ?", (order_id,))
+            return {"capture_id": row[0], "amount": str(amount)}
+
+        return self._effect("capture", key, apply)
+
+    # -- orders -------------------------------------------------------------------------
+
+    def order_status(self, order_id: str) -> str | None:
+        row = self.db.execute(
+            "SELECT status FROM orders WHERE order_id = ?", (order_id,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def tier(self, order_id: str) -> str | None:
+        row = self.db.execute("SELECT tier FROM orders WHERE order_id = ?", (order_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    # -- shipping and email -------------------------------------------------------------
+
+    def ship(self, order_id: str, warehouse: str, key: str) -> Result:
+        def apply(db: sqlite3.Connection) -> Result:
+            sid = _id("shp")
+            db.execute(
+                "INSERT INTO shipments VALUES (?, ?, ?, ?, 'created')",
+                (sid, key, order_id, warehouse),
+            )
+            return {"shipment_id": sid}
+
+        return self._effect("ship", key, apply)
+
+    def cancel_shipment(self, shipped_with: str, key: str) -> Result:
+        def apply(db: sqlite3.Connection) -> Result:
+            row = db.execute(
+                "SELECT id FROM shipments WHERE key = ? AND status = 'created'", (shipped_with,)
+            ).fetchone()
+            if row is None:
+                return {"cancelled": None}
+            db.execute("UPDATE shipments SET status = 'cancelled' WHERE id = ?", (row[0],))
+            return {"cancelled": row[0]}
+
+        return self._effect("cancel_shipment", key, apply)
+
+    def email(self, order_id: str, recipient: str, template: str, key: str) -> Result:
+        def apply(db: sqlite3.Connection) -> Result:
+            eid = _id("eml")
+            db.execute(
+                "INSERT INTO emails VALUES (?, ?, ?, ?, ?)",
+                (eid, key, order_id, recipient, template),
+            )
+            return {"email_id": eid}
+
+        return self._effect("email", key, apply)
+
+    # -- inspection (tests, invariants, the demo) ----------------------------------------
+
+    def rows(self, table: str, **where: Any) -> list[dict[str, Any]]:
+        if table not in {
+            "calls",
+            "effects",
+            "reservations",
+            "payments",
+            "shipments",
+            "emails",
+            "stock",
+            "orders",
+        }:
+            raise ValueError(f"no table {table!r}")
+        clause = " AND ".join(f"{k} = ?" for k in where)
+        cur = self.db.execute(
+            f"SELECT * FROM {table}" + (f" WHERE {clause}" if clause else "") + " ORDER BY rowid",
+            tuple(where.values()),
+        )
+        names = [c[0] for c in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur]
+
+    def calls(self, op: str | None = None) -> list[dict[str, Any]]:
+        return self.rows("calls", op=op) if op else self.rows("calls")
+
+    def effects_per_key(self) -> dict[str, int]:
+        """How many domain records each idempotency key produced (1 at most when correct)."""
+        counts: dict[str, int] = {}
+        for table in ("reservations", "payments", "shipments", "emails"):
+            for key, n in self.db.execute(f"SELECT key, COUNT(*) FROM {table} GROUP BY key"):
+                counts[key] = counts.get(key, 0) + n
+        return counts

@@ -1,0 +1,112 @@
+"""Plans are data: ordered catalogue calls, optionally a parallel group, and provenance."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pivotal.errors import PlanParseError
+
+
+class ActorType(StrEnum):
+    AGENT = "agent"
+    HUMAN = "human"
+    SYSTEM = "system"
+
+
+class Provenance(BaseModel):
+    """Who proposed a plan, and from what."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    actor_type: ActorType = ActorType.SYSTEM
+    actor_id: str = "unknown"
+    run_id: str | None = None
+    model: str | None = None
+    prompt_version: str | None = None
+    source_document_id: str | None = None
+
+    def ref(self) -> str:
+        """A stable short id for this provenance record."""
+        digest = hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        return f"prov_{digest[:16]}"
+
+
+class StepCall(BaseModel):
+    """One call of a catalogue step with its arguments."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, description="A step name from the catalogue.")
+    args: dict[str, Any] = Field(default_factory=dict, description="The step's arguments.")
+
+
+class ParallelGroup(BaseModel):
+    """Compensable calls that run concurrently; all are awaited."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    parallel: list[StepCall] = Field(description="Compensable calls to run concurrently.")
+
+
+class Plan(BaseModel):
+    """A proposed plan: which catalogue steps, with which arguments, in which order."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    catalogue: str = Field(min_length=1, description="The catalogue the steps come from.")
+    steps: list[StepCall | ParallelGroup] = Field(description="Calls in execution order.")
+    rationale: str = Field(default="", description="Why this plan; shown to approvers.")
+    provenance: Provenance = Field(default_factory=Provenance)
+
+    def calls(self) -> list[FlatCall]:
+        """Every call in order with its flat index (the index in idempotency keys)."""
+        out: list[FlatCall] = []
+        for position, item in enumerate(self.steps):
+            if isinstance(item, ParallelGroup):
+                for member, call in enumerate(item.parallel):
+                    path = f"steps[{position}].parallel[{member}]"
+                    out.append(FlatCall(len(out), call, position, path))
+            else:
+                out.append(FlatCall(len(out), item, None, f"steps[{position}]"))
+        return out
+
+    def to_json(self) -> str:
+        return self.model_dump_json(exclude_none=False)
+
+    def digest(self) -> str:
+        """A hash of the plan's canonical JSON: equal plans have equal digests."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class FlatCall:
+    index: int
+    call: StepCall
+    group: int | None  # position of the parallel group it belongs to
+    path: str
+
+
+def parse_plan(data: str | bytes | dict[str, Any]) -> Plan:
+    """Parse a plan from JSON text or a mapping; raise ``PlanParseError`` with a clear reason."""
+    try:
+        if isinstance(data, dict):
+            return Plan.model_validate(data)
+        return Plan.model_validate_json(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False):
+            where = ".".join(str(p) for p in err["loc"]) or "plan"
+            problems.append(f"{where}: {err['msg']}")
+        raise PlanParseError("malformed plan: " + "; ".join(problems)) from exc
+
+
+def plan_json_schema() -> dict[str, Any]:
+    """JSON Schema of the plan shape (any catalogue)."""
+    return Plan.model_json_schema()

@@ -1,0 +1,311 @@
+"""Saga state and its events. State is a fold of events: ``replay(events) == stored state``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+
+class SagaStatus(StrEnum):
+    SUBMITTED = "submitted"
+    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"
+    COMPENSATING = "compensating"
+    COMPLETED = "completed"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation_failed"
+    NEEDS_HUMAN = "needs_human"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset(
+    {
+        SagaStatus.COMPLETED,
+        SagaStatus.COMPENSATED,
+        SagaStatus.COMPENSATION_FAILED,
+        SagaStatus.NEEDS_HUMAN,
+    }
+)
+
+
+class StepStatus(StrEnum):
+    PENDING = "pending"
+    STARTED = "started"  # intent committed, no outcome recorded
+    RETRY_WAIT = "retry_wait"  # an attempt failed transiently; next at next_attempt_at
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # permanent or aborted: took no effect
+    UNKNOWN = "unknown"  # retries exhausted and the effect may have happened
+
+
+class UndoStatus(StrEnum):
+    NONE = "none"
+    STARTED = "started"
+    RETRY_WAIT = "retry_wait"
+    DONE = "done"
+    DEAD_LETTERED = "dead_lettered"
+    RESOLVED = "resolved"  # an operator settled the dead letter
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+
+
+class EventType(StrEnum):
+    SAGA_SUBMITTED = "saga_submitted"
+    STEP_STARTED = "step_started"
+    STEP_SUCCEEDED = "step_succeeded"
+    STEP_RETRY_SCHEDULED = "step_retry_scheduled"
+    STEP_FAILED = "step_failed"
+    STEP_UNKNOWN = "step_unknown"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_GRANTED = "approval_granted"
+    APPROVAL_REJECTED = "approval_rejected"
+    APPROVAL_EXPIRED = "approval_expired"
+    COMPENSATION_STARTED = "compensation_started"
+    UNDO_STARTED = "undo_started"
+    UNDO_SUCCEEDED = "undo_succeeded"
+    UNDO_RETRY_SCHEDULED = "undo_retry_scheduled"
+    UNDO_DEAD_LETTERED = "undo_dead_lettered"
+    SAGA_COMPLETED = "saga_completed"
+    SAGA_COMPENSATED = "saga_compensated"
+    SAGA_COMPENSATION_FAILED = "saga_compensation_failed"
+    SAGA_NEEDS_HUMAN = "saga_needs_human"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One state change. ``seq`` is its position in the saga's log (1-based)."""
+
+    type: EventType
+    at: float
+    step: int | None = None
+    attempt: int | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+    seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    index: int
+    name: str
+    kind: str
+    group: int | None = None
+    status: StepStatus = StepStatus.PENDING
+    attempts: int = 0
+    result: Any = None
+    error: str | None = None
+    next_attempt_at: float | None = None
+    seq: int | None = None  # order in which outcomes were reached (compensation order)
+    undo_status: UndoStatus = UndoStatus.NONE
+    undo_attempts: int = 0
+    undo_error: str | None = None
+    undo_next_attempt_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    step: int
+    status: ApprovalStatus
+    reason: str
+    rationale: str
+    requested_at: float
+    expires_at: float
+    decided_at: float | None = None
+    approver: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SagaState:
+    saga_id: str
+    catalogue: str
+    plan_digest: str
+    provenance_ref: str
+    status: SagaStatus
+    steps: tuple[StepRecord, ...]
+    created_at: float
+    updated_at: float
+    version: int = 0  # number of events applied
+    reason: str | None = None
+    approval: ApprovalRecord | None = None
+    outcomes: int = 0  # counter behind StepRecord.seq
+
+    @property
+    def wake_at(self) -> float | None:
+        """When a scheduled retry is due, if the saga is waiting on one."""
+        due = [
+            t
+            for r in self.steps
+            for t in (r.next_attempt_at, r.undo_next_attempt_at)
+            if t is not None
+        ]
+        return min(due) if due else None
+
+    @property
+    def dead_letters(self) -> tuple[StepRecord, ...]:
+        return tuple(r for r in self.steps if r.undo_status is UndoStatus.DEAD_LETTERED)
+
+
+def _step(state: SagaState, index: int, **changes: Any) -> tuple[StepRecord, ...]:
+    steps = list(state.steps)
+    steps[index] = replace(steps[index], **changes)
+    return tuple(steps)
+
+
+def apply(state: SagaState | None, event: Event) -> SagaState:
+    """Fold one event into the state. Pure: the engine and ``replay`` share it."""
+    t, d, i = event.type, event.data, event.step
+    if t is EventType.SAGA_SUBMITTED:
+        return SagaState(
+            saga_id=d["saga_id"],
+            catalogue=d["catalogue"],
+            plan_digest=d["plan_digest"],
+            provenance_ref=d["provenance_ref"],
+            status=SagaStatus.SUBMITTED,
+            steps=tuple(
+                StepRecord(index=n, name=s["name"], kind=s["kind"], group=s.get("group"))
+                for n, s in enumerate(d["steps"])
+            ),
+            created_at=event.at,
+            updated_at=event.at,
+            version=1,
+        )
+    if state is None:
+        raise ValueError(f"{t.value} before saga_submitted")
+    s = replace(state, version=state.version + 1, updated_at=event.at)
+    if t is EventType.STEP_STARTED:
+        assert i is not None
+        status = SagaStatus.RUNNING if s.status is SagaStatus.SUBMITTED else s.status
+        steps = _step(s, i, status=StepStatus.STARTED, attempts=event.attempt, next_attempt_at=None)
+        return replace(s, status=status, steps=steps)
+    if t is EventType.STEP_SUCCEEDED:
+        assert i is not None
+        steps = _step(
+            s,
+            i,
+            status=StepStatus.SUCCEEDED,
+            result=d.get("result"),
+            error=None,
+            next_attempt_at=None,
+            seq=s.outcomes + 1,
+        )
+        return replace(s, steps=steps, outcomes=s.outcomes + 1)
+    if t is EventType.STEP_RETRY_SCHEDULED:
+        assert i is not None
+        steps = _step(
+            s,
+            i,
+            status=StepStatus.RETRY_WAIT,
+            error=d["error"],
+            next_attempt_at=d["next_attempt_at"],
+        )
+        return replace(s, steps=steps)
+    if t is EventType.STEP_FAILED:
+        assert i is not None
+        steps = _step(s, i, status=StepStatus.FAILED, error=d["error"], next_attempt_at=None)
+        return replace(s, steps=steps)
+    if t is EventType.STEP_UNKNOWN:
+        assert i is not None
+        steps = _step(
+            s,
+            i,
+            status=StepStatus.UNKNOWN,
+            error=d["error"],
+            next_attempt_at=None,
+            seq=s.outcomes + 1,
+        )
+        return replace(s, steps=steps, outcomes=s.outcomes + 1)
+    if t is EventType.APPROVAL_REQUESTED:
+        assert i is not None
+        approval = ApprovalRecord(
+            step=i,
+            status=ApprovalStatus.PENDING,
+            reason=d["reason"],
+            rationale=d.get("rationale", ""),
+            requested_at=event.at,
+            expires_at=d["expires_at"],
+        )
+        return replace(s, status=SagaStatus.AWAITING_APPROVAL, approval=approval)
+    if t in _DECISIONS:
+        assert s.approval is not None
+        approval = replace(
+            s.approval,
+            status=_DECISIONS[t],
+            decided_at=event.at,
+            approver=d.get("approver"),
+            note=d.get("note"),
+        )
+        decided: SagaStatus = SagaStatus.RUNNING if t is EventType.APPROVAL_GRANTED else s.status
+        return replace(s, approval=approval, status=decided)
+    if t is EventType.COMPENSATION_STARTED:
+        return replace(s, status=SagaStatus.COMPENSATING, reason=d.get("reason"))
+    if t is EventType.UNDO_STARTED:
+        assert i is not None
+        steps = _step(
+            s,
+            i,
+            undo_status=UndoStatus.STARTED,
+            undo_attempts=event.attempt,
+            undo_next_attempt_at=None,
+        )
+        return replace(s, steps=steps)
+    if t is EventType.UNDO_SUCCEEDED:
+        assert i is not None
+        steps = _step(s, i, undo_status=UndoStatus.DONE, undo_error=None)
+        return replace(s, steps=steps)
+    if t is EventType.UNDO_RETRY_SCHEDULED:
+        assert i is not None
+        steps = _step(
+            s,
+            i,
+            undo_status=UndoStatus.RETRY_WAIT,
+            undo_error=d["error"],
+            undo_next_attempt_at=d["next_attempt_at"],
+        )
+        return replace(s, steps=steps)
+    if t is EventType.UNDO_DEAD_LETTERED:
+        assert i is not None
+        steps = _step(
+            s,
+            i,
+            undo_status=UndoStatus.DEAD_LETTERED,
+            undo_error=d["error"],
+            undo_next_attempt_at=None,
+        )
+        return replace(s, steps=steps)
+    if t in _ENDINGS:
+        reason = d.get("reason", s.reason)
+        return replace(s, status=_ENDINGS[t], reason=reason)
+    raise ValueError(f"unknown event type {t!r}")
+
+
+_DECISIONS = {
+    EventType.APPROVAL_GRANTED: ApprovalStatus.APPROVED,
+    EventType.APPROVAL_REJECTED: ApprovalStatus.REJECTED,
+    EventType.APPROVAL_EXPIRED: ApprovalStatus.EXPIRED,
+}
+
+_ENDINGS = {
+    EventType.SAGA_COMPLETED: SagaStatus.COMPLETED,
+    EventType.SAGA_COMPENSATED: SagaStatus.COMPENSATED,
+    EventType.SAGA_COMPENSATION_FAILED: SagaStatus.COMPENSATION_FAILED,
+    EventType.SAGA_NEEDS_HUMAN: SagaStatus.NEEDS_HUMAN,
+}
+
+
+def replay(events: Iterable[Event]) -> SagaState:
+    """Rebuild a saga's state from its event log."""
+    state: SagaState | None = None
+    for event in events:
+        state = apply(state, event)
+    if state is None:
+        raise ValueError("no events to replay")
+    return state

@@ -1,0 +1,94 @@
+"""The store protocol: the only way the engine reaches the ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from pivotal.plan import Plan, Provenance
+from pivotal.state import ApprovalRecord, Event, SagaState, SagaStatus
+
+
+@dataclass(frozen=True, slots=True)
+class SagaSummary:
+    saga_id: str
+    catalogue: str
+    status: SagaStatus
+    reason: str | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    saga_id: str
+    catalogue: str
+    step_name: str
+    approval: ApprovalRecord
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An undo that could not run; it waits for an operator or a later retry."""
+
+    id: int
+    saga_id: str
+    step: int
+    step_name: str
+    undo_key: str
+    error: str | None
+    attempts: int
+    status: str  # "open" or "resolved"
+    created_at: float
+    resolved_at: float | None = None
+    resolution: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSaga:
+    state: SagaState
+    plan: Plan
+
+
+class Store(Protocol):
+    """Durable ledger operations. Every write is one transaction.
+
+    ``commit`` is fenced: it applies only when the stored version equals ``before.version``
+    and, when ``epoch`` is given, the stored lease epoch equals it; otherwise it raises
+    ``LeaseLost`` and writes nothing.
+    """
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def create(
+        self, state: SagaState, plan: Plan, provenance: Provenance, events: Sequence[Event]
+    ) -> bool:
+        """Insert a new saga; return False (writing nothing) when the id already exists."""
+        ...
+
+    async def load(self, saga_id: str) -> StoredSaga | None: ...
+
+    async def commit(
+        self, before: SagaState, after: SagaState, events: Sequence[Event], epoch: int | None
+    ) -> None: ...
+
+    async def events(self, saga_id: str) -> list[Event]: ...
+
+    async def provenance(self, ref: str) -> Provenance | None: ...
+
+    async def claim(self, saga_id: str, owner: str, ttl: float, now: float) -> int | None:
+        """Take the saga's lease if it is free, expired or ours; return the new epoch."""
+        ...
+
+    async def release(self, saga_id: str, epoch: int) -> None: ...
+
+    async def list_sagas(
+        self, status: SagaStatus | None = None, limit: int = 100
+    ) -> list[SagaSummary]: ...
+
+    async def pending_approvals(self) -> list[PendingApproval]: ...
+
+    async def dead_letters(self, status: str | None = "open") -> list[DeadLetter]: ...

@@ -1,0 +1,155 @@
+"""Converting records to and from SQL rows; shared by the SQL stores."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pivotal.state import (
+    ApprovalRecord,
+    ApprovalStatus,
+    Event,
+    EventType,
+    SagaState,
+    SagaStatus,
+    StepRecord,
+    StepStatus,
+    UndoStatus,
+)
+
+STEP_COLUMNS = (
+    "saga_id, idx, name, kind, grp, status, attempts, result, error, next_attempt_at, seq, "
+    "undo_status, undo_attempts, undo_error, undo_next_attempt_at"
+)
+APPROVAL_COLUMNS = (
+    "saga_id, step, status, reason, rationale, requested_at, expires_at, decided_at, approver, note"
+)
+EVENT_COLUMNS = "saga_id, seq, type, step, attempt, at, data, provenance_ref"
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def step_row(saga_id: str, r: StepRecord) -> tuple[Any, ...]:
+    return (
+        saga_id,
+        r.index,
+        r.name,
+        r.kind,
+        r.group,
+        r.status.value,
+        r.attempts,
+        None if r.result is None else dumps(r.result),
+        r.error,
+        r.next_attempt_at,
+        r.seq,
+        r.undo_status.value,
+        r.undo_attempts,
+        r.undo_error,
+        r.undo_next_attempt_at,
+    )
+
+
+def step_from_row(row: Any) -> StepRecord:
+    return StepRecord(
+        index=row[1],
+        name=row[2],
+        kind=row[3],
+        group=row[4],
+        status=StepStatus(row[5]),
+        attempts=row[6],
+        result=None if row[7] is None else json.loads(row[7]),
+        error=row[8],
+        next_attempt_at=row[9],
+        seq=row[10],
+        undo_status=UndoStatus(row[11]),
+        undo_attempts=row[12],
+        undo_error=row[13],
+        undo_next_attempt_at=row[14],
+    )
+
+
+def approval_row(saga_id: str, a: ApprovalRecord) -> tuple[Any, ...]:
+    return (
+        saga_id,
+        a.step,
+        a.status.value,
+        a.reason,
+        a.rationale,
+        a.requested_at,
+        a.expires_at,
+        a.decided_at,
+        a.approver,
+        a.note,
+    )
+
+
+def approval_from_row(row: Any) -> ApprovalRecord:
+    return ApprovalRecord(
+        step=row[1],
+        status=ApprovalStatus(row[2]),
+        reason=row[3],
+        rationale=row[4],
+        requested_at=row[5],
+        expires_at=row[6],
+        decided_at=row[7],
+        approver=row[8],
+        note=row[9],
+    )
+
+
+def event_row(saga_id: str, provenance_ref: str, e: Event) -> tuple[Any, ...]:
+    return (
+        saga_id,
+        e.seq,
+        e.type.value,
+        e.step,
+        e.attempt,
+        e.at,
+        dumps(dict(e.data)),
+        provenance_ref,
+    )
+
+
+def event_from_row(row: Any) -> Event:
+    data: Mapping[str, Any] = json.loads(row[6])
+    return Event(
+        type=EventType(row[2]), at=row[5], step=row[3], attempt=row[4], data=data, seq=row[1]
+    )
+
+
+SAGA_COLUMNS = (
+    "saga_id, catalogue, plan_digest, provenance_ref, status, reason, version, outcomes, "
+    "created_at, updated_at"
+)
+
+
+def saga_from_row(row: Any, steps: list[StepRecord], approval: ApprovalRecord | None) -> SagaState:
+    return SagaState(
+        saga_id=row[0],
+        catalogue=row[1],
+        plan_digest=row[2],
+        provenance_ref=row[3],
+        status=SagaStatus(row[4]),
+        reason=row[5],
+        version=row[6],
+        outcomes=row[7],
+        created_at=row[8],
+        updated_at=row[9],
+        steps=tuple(steps),
+        approval=approval,
+    )
+
+
+def changed_steps(before: SagaState, after: SagaState) -> list[StepRecord]:
+    return [b for a, b in zip(before.steps, after.steps, strict=True) if a != b]
+
+
+def new_dead_letters(before: SagaState, after: SagaState) -> list[StepRecord]:
+    return [
+        b
+        for a, b in zip(before.steps, after.steps, strict=True)
+        if b.undo_status is UndoStatus.DEAD_LETTERED and a.undo_status is not b.undo_status
+    ]

@@ -1,0 +1,86 @@
+"""Versioned schema migrations for the SQL ledgers."""
+
+from __future__ import annotations
+
+# Each entry upgrades the schema by one version. Never edit a released entry: append.
+SQLITE_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE provenance (
+        ref TEXT PRIMARY KEY,
+        body TEXT NOT NULL
+    );
+    CREATE TABLE sagas (
+        saga_id TEXT PRIMARY KEY,
+        catalogue TEXT NOT NULL,
+        plan TEXT NOT NULL,
+        plan_digest TEXT NOT NULL,
+        provenance_ref TEXT NOT NULL REFERENCES provenance(ref),
+        status TEXT NOT NULL,
+        reason TEXT,
+        version INTEGER NOT NULL,
+        outcomes INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        wake_at REAL,
+        lease_owner TEXT,
+        lease_epoch INTEGER NOT NULL DEFAULT 0,
+        lease_expires_at REAL
+    );
+    CREATE INDEX sagas_status ON sagas(status, wake_at);
+    CREATE TABLE steps (
+        saga_id TEXT NOT NULL REFERENCES sagas(saga_id),
+        idx INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        grp INTEGER,
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        result TEXT,
+        error TEXT,
+        next_attempt_at REAL,
+        seq INTEGER,
+        undo_status TEXT NOT NULL,
+        undo_attempts INTEGER NOT NULL,
+        undo_error TEXT,
+        undo_next_attempt_at REAL,
+        PRIMARY KEY (saga_id, idx)
+    );
+    CREATE TABLE approvals (
+        saga_id TEXT PRIMARY KEY REFERENCES sagas(saga_id),
+        step INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        rationale TEXT NOT NULL,
+        requested_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        decided_at REAL,
+        approver TEXT,
+        note TEXT
+    );
+    CREATE INDEX approvals_status ON approvals(status);
+    CREATE TABLE dead_letters (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        saga_id TEXT NOT NULL REFERENCES sagas(saga_id),
+        step INTEGER NOT NULL,
+        step_name TEXT NOT NULL,
+        undo_key TEXT NOT NULL UNIQUE,
+        error TEXT,
+        attempts INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        resolved_at REAL,
+        resolution TEXT
+    );
+    CREATE TABLE events (
+        saga_id TEXT NOT NULL REFERENCES sagas(saga_id),
+        seq INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        step INTEGER,
+        attempt INTEGER,
+        at REAL NOT NULL,
+        data TEXT NOT NULL,
+        provenance_ref TEXT NOT NULL,
+        PRIMARY KEY (saga_id, seq)
+    );
+    """,
+)
