@@ -76,6 +76,8 @@ class SagaRun:
         self.provenance = provenance
         self.rng = rng or random.Random()
         self._lock = asyncio.Lock()
+        self._pending: list[Event] = []
+        self._committed = state
         self._calls = plan.calls()
         self._args: dict[int, BaseModel] = {}
 
@@ -90,17 +92,34 @@ class SagaRun:
     ) -> Event:
         return Event(type=type, at=self.clock.now(), step=step, attempt=attempt, data=data)
 
-    async def emit(self, *events: Event) -> None:
-        """Apply events and commit them with the new state in one transaction."""
+    async def emit(self, *events: Event, defer: bool = False) -> None:
+        """Apply events; commit them and any deferred ones with the new state, atomically.
+
+        ``defer`` holds them until the next commit. Only an outcome may be deferred: if the
+        process dies first, the step is still ``started`` in the ledger, and recovery
+        settles it by lookup or by repeating the call with the same key. Every intent is
+        committed before its call, and so is every deferred outcome before it.
+        """
         async with self._lock:
-            before = after = self.state
-            numbered = []
+            after = self.state
             for e in events:
                 e = replace(e, seq=after.version + 1)
                 after = apply(after, e)
-                numbered.append(e)
-            await self.store.commit(before, after, numbered, self.epoch)
+                self._pending.append(e)
             self.state = after
+            if not defer:
+                await self._flush()
+
+    async def flush(self) -> None:
+        """Commit deferred events now."""
+        async with self._lock:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        if self._pending:
+            pending, self._pending = self._pending, []
+            await self.store.commit(self._committed, self.state, pending, self.epoch)
+            self._committed = self.state
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -155,7 +174,8 @@ class SagaRun:
         while True:
             s = self.state
             if s.status.terminal:
-                return s
+                await self.flush()
+                return self.state
             if s.status is SagaStatus.COMPENSATING:
                 await self.compensate()
                 continue
@@ -165,6 +185,7 @@ class SagaRun:
                 continue
             if not await self._gate(unit[0]):
                 if self.state.status is SagaStatus.AWAITING_APPROVAL:
+                    await self.flush()
                     return self.state
                 continue
             if len(unit) == 1:
@@ -291,7 +312,9 @@ class SagaRun:
             return
 
     async def _succeed(self, index: int, result: Any, via: str = "action") -> None:
-        await self.emit(self.event(EventType.STEP_SUCCEEDED, index, result=result, via=via))
+        await self.emit(
+            self.event(EventType.STEP_SUCCEEDED, index, result=result, via=via), defer=True
+        )
 
     async def _schedule(
         self, type: EventType, index: int, attempt: int, error: str, policy: RetryPolicy
@@ -365,7 +388,7 @@ class SagaRun:
             except Exception as exc:
                 outcome, error = classify(exc, step.retry_on), describe(exc)
             else:
-                await self.emit(self.event(EventType.UNDO_SUCCEEDED, index, attempt))
+                await self.emit(self.event(EventType.UNDO_SUCCEEDED, index, attempt), defer=True)
                 return
             if outcome is Outcome.TRANSIENT and not policy.exhausted(attempt):
                 await self._schedule(EventType.UNDO_RETRY_SCHEDULED, index, attempt, error, policy)

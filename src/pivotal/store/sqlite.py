@@ -27,6 +27,7 @@ class SQLiteStore:
         self.path = str(path)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pivotal-sqlite")
         self._conn: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -34,6 +35,20 @@ class SQLiteStore:
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._executor, fn, *args)
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite ledger {self.path}: {exc}") from exc
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Reads run on their own connection in the caller's thread, as one snapshot."""
+        if self._reader is None:
+            return await self._call(lambda: fn(self.conn, *args))
+        conn = self._reader
+        try:
+            conn.execute("BEGIN")
+            try:
+                return fn(conn, *args)
+            finally:
+                conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite ledger {self.path}: {exc}") from exc
 
@@ -84,6 +99,10 @@ class SQLiteStore:
 
     async def open(self) -> None:
         await self._call(self._open)
+        if self.path != ":memory:":
+            reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            reader.execute("PRAGMA busy_timeout = 10000")
+            self._reader = reader
 
     async def close(self) -> None:
         def _close() -> None:
@@ -93,6 +112,9 @@ class SQLiteStore:
 
         await self._call(_close)
         self._executor.shutdown(wait=True)
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
     async def __aenter__(self) -> SQLiteStore:
         await self.open()
@@ -152,8 +174,7 @@ class SQLiteStore:
             [rows.event_row(state.saga_id, state.provenance_ref, e) for e in events],
         )
 
-    def _load(self, saga_id: str) -> StoredSaga | None:
-        conn = self.conn
+    def _load(self, conn: sqlite3.Connection, saga_id: str) -> StoredSaga | None:
         row = conn.execute(
             f"SELECT {rows.SAGA_COLUMNS}, plan FROM sagas WHERE saga_id = ?", (saga_id,)
         ).fetchone()
@@ -174,7 +195,7 @@ class SQLiteStore:
         return StoredSaga(state, Plan.model_validate_json(row[10]))
 
     async def load(self, saga_id: str) -> StoredSaga | None:
-        return await self._call(self._load, saga_id)
+        return await self._read(self._load, saga_id)
 
     async def commit(
         self, before: SagaState, after: SagaState, events: Sequence[Event], epoch: int | None
@@ -232,23 +253,23 @@ class SQLiteStore:
         await self._call(self._write, txn)
 
     async def events(self, saga_id: str) -> list[Event]:
-        def read() -> list[Event]:
+        def read(conn: sqlite3.Connection) -> list[Event]:
             return [
                 rows.event_from_row(r)
-                for r in self.conn.execute(
+                for r in conn.execute(
                     f"SELECT {rows.EVENT_COLUMNS} FROM events WHERE saga_id = ? ORDER BY seq",
                     (saga_id,),
                 )
             ]
 
-        return await self._call(read)
+        return await self._read(read)
 
     async def provenance(self, ref: str) -> Provenance | None:
-        def read() -> Provenance | None:
-            row = self.conn.execute("SELECT body FROM provenance WHERE ref = ?", (ref,)).fetchone()
+        def read(conn: sqlite3.Connection) -> Provenance | None:
+            row = conn.execute("SELECT body FROM provenance WHERE ref = ?", (ref,)).fetchone()
             return Provenance.model_validate_json(row[0]) if row else None
 
-        return await self._call(read)
+        return await self._read(read)
 
     # -- leases -------------------------------------------------------------------------
 
@@ -279,20 +300,20 @@ class SQLiteStore:
     async def list_sagas(
         self, status: SagaStatus | None = None, limit: int = 100
     ) -> list[SagaSummary]:
-        def read() -> list[SagaSummary]:
+        def read(conn: sqlite3.Connection) -> list[SagaSummary]:
             where, params = ("WHERE status = ?", (status.value,)) if status else ("", ())
-            cur = self.conn.execute(
+            cur = conn.execute(
                 "SELECT saga_id, catalogue, status, reason, created_at, updated_at FROM sagas "
                 f"{where} ORDER BY created_at DESC, saga_id LIMIT ?",
                 (*params, limit),
             )
             return [SagaSummary(r[0], r[1], SagaStatus(r[2]), r[3], r[4], r[5]) for r in cur]
 
-        return await self._call(read)
+        return await self._read(read)
 
     async def pending_approvals(self) -> list[PendingApproval]:
-        def read() -> list[PendingApproval]:
-            cur = self.conn.execute(
+        def read(conn: sqlite3.Connection) -> list[PendingApproval]:
+            cur = conn.execute(
                 "SELECT "
                 + ", ".join(f"a.{c.strip()}" for c in rows.APPROVAL_COLUMNS.split(","))
                 + ", s.catalogue, st.name FROM approvals a JOIN sagas s USING (saga_id) "
@@ -302,19 +323,19 @@ class SQLiteStore:
             )
             return [PendingApproval(r[0], r[10], r[11], rows.approval_from_row(r)) for r in cur]
 
-        return await self._call(read)
+        return await self._read(read)
 
     async def dead_letters(self, status: str | None = "open") -> list[DeadLetter]:
-        def read() -> list[DeadLetter]:
+        def read(conn: sqlite3.Connection) -> list[DeadLetter]:
             where, params = ("WHERE status = ?", (status,)) if status else ("", ())
-            cur = self.conn.execute(
+            cur = conn.execute(
                 "SELECT id, saga_id, step, step_name, undo_key, error, attempts, status, "
                 f"created_at, resolved_at, resolution FROM dead_letters {where} ORDER BY id",
                 params,
             )
             return [DeadLetter(*r) for r in cur]
 
-        return await self._call(read)
+        return await self._read(read)
 
 
 def _marks(n: int) -> str:

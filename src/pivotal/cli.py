@@ -1,0 +1,301 @@
+"""The command line: parses arguments, calls the library, prints the result."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from pivotal import render
+from pivotal.app import App, load_app
+from pivotal.errors import PivotalError, PlanParseError, PlanRejected
+from pivotal.orchestrator import Orchestrator
+from pivotal.plan import parse_plan
+from pivotal.state import SagaStatus
+from pivotal.store import Store, open_store
+from pivotal.validation import PlanError, validate
+
+T = TypeVar("T")
+
+cli = typer.Typer(
+    name="pivotal",
+    help="Durable sagas for plans proposed by AI agents.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+sagas_cli = typer.Typer(help="Inspect sagas.", no_args_is_help=True)
+approvals_cli = typer.Typer(help="Decide pivots waiting for a person.", no_args_is_help=True)
+dead_letters_cli = typer.Typer(help="Undos that could not run.", no_args_is_help=True)
+cli.add_typer(sagas_cli, name="sagas")
+cli.add_typer(approvals_cli, name="approvals")
+cli.add_typer(dead_letters_cli, name="dead-letters")
+
+out = Console()
+err = Console(stderr=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+@dataclass(frozen=True)
+class Settings:
+    db: str
+    app: str | None
+
+    def sqlite_dir(self) -> Path:
+        path = (
+            self.db.removeprefix("sqlite:///")
+            if "://" not in self.db or self.db.startswith("sqlite:///")
+            else "."
+        )
+        return Path(path).parent if path != ":memory:" else Path(".")
+
+    def load(self) -> App:
+        if self.app:
+            return load_app(self.app)
+        from pivotal.examples.commerce import create_app
+
+        return create_app(self.sqlite_dir() / "commerce.db")
+
+
+@cli.callback()
+def options(
+    ctx: typer.Context,
+    db: Annotated[
+        str,
+        typer.Option(envvar="PIVOTAL_DATABASE_URL", help="Ledger URL, e.g. sqlite:///pivotal.db"),
+    ] = "sqlite:///pivotal.db",
+    app: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PIVOTAL_APP",
+            help="Your catalogues as module:attribute (default: the bundled commerce example)",
+        ),
+    ] = None,
+) -> None:
+    ctx.obj = Settings(db=db, app=app)
+
+
+def _run(ctx: typer.Context, work: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
+    """Run async ``work``; turn Pivotal errors into a message and an exit code."""
+    try:
+        return asyncio.run(work(ctx.obj))
+    except PlanRejected as exc:
+        _print_errors(exc.errors)
+        raise typer.Exit(1) from None
+    except PlanParseError as exc:
+        err.print(f"[red]error[/] [{exc.code}] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    except PivotalError as exc:
+        err.print(f"[red]error[/] [{exc.code}] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _print_errors(errors: tuple[PlanError, ...] | list[PlanError]) -> None:
+    err.print(f"[red]plan rejected[/] with {len(errors)} error(s):")
+    for e in errors:
+        err.print(f"  [bold]{e.code.value}[/] at {e.where()}: {e.message}", highlight=False)
+
+
+@asynccontextmanager
+async def _session(settings: Settings, with_app: bool = True) -> AsyncIterator[Orchestrator]:
+    app = settings.load() if with_app else App([])
+    store: Store = open_store(settings.db)
+    await store.open()
+    try:
+        yield Orchestrator(store, app)
+    finally:
+        await store.close()
+
+
+def _dump(value: Any) -> None:
+    out.print_json(json.dumps(value, default=str))
+
+
+def _read_plan(path: Path) -> str:
+    try:
+        return sys.stdin.read() if str(path) == "-" else path.read_text()
+    except OSError as exc:
+        raise PlanParseError(f"cannot read plan {path}: {exc.strerror}") from None
+
+
+# -- commands --------------------------------------------------------------------------------
+
+
+@cli.command()
+def demo(
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Folder for the demo's ledger and services")
+    ] = Path("pivotal-demo"),
+) -> None:
+    """Run the documented scenarios on a fresh SQLite ledger and print their timelines."""
+    from pivotal.examples.commerce.demo import run_demo
+
+    results = asyncio.run(run_demo(out_dir, out))
+    if any(state.status is not scenario.expect for scenario, state in results):
+        raise typer.Exit(1)
+
+
+@cli.command("validate")
+def validate_cmd(
+    ctx: typer.Context,
+    plan_file: Annotated[Path, typer.Argument(help="Plan JSON file, or - for stdin")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Check a plan against its catalogue; exit 1 when it is invalid."""
+
+    async def work(settings: Settings) -> list[PlanError]:
+        plan = parse_plan(_read_plan(plan_file))
+        return validate(plan, settings.load().catalogue(plan.catalogue))
+
+    errors = _run(ctx, work)
+    if as_json:
+        _dump({"valid": not errors, "errors": [e.to_dict() for e in errors]})
+    elif not errors:
+        out.print("[green]valid[/]")
+    else:
+        _print_errors(errors)
+    if errors:
+        raise typer.Exit(1)
+
+
+@cli.command()
+def execute(
+    ctx: typer.Context,
+    plan_file: Annotated[Path, typer.Argument(help="Plan JSON file, or - for stdin")],
+    saga_id: Annotated[str | None, typer.Option(help="Idempotent saga id")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Validate, submit and run a plan in this process until it ends or waits for approval."""
+
+    async def work(settings: Settings) -> str:
+        async with _session(settings) as orch:
+            state = await orch.execute(parse_plan(_read_plan(plan_file)), saga_id=saga_id)
+            return state.saga_id
+
+    _show(ctx, _run(ctx, work), as_json)
+
+
+@sagas_cli.command("list")
+def sagas_list(
+    ctx: typer.Context,
+    status: Annotated[SagaStatus | None, typer.Option(help="Only this status")] = None,
+    limit: int = 100,
+    as_json: JsonFlag = False,
+) -> None:
+    """List sagas, newest first."""
+
+    async def work(settings: Settings) -> list[Any]:
+        async with _session(settings, with_app=False) as orch:
+            return await orch.store.list_sagas(status, limit)
+
+    sagas = _run(ctx, work)
+    if as_json:
+        _dump([asdict(s) | {"status": s.status.value} for s in sagas])
+    else:
+        out.print(render.sagas_table(sagas))
+
+
+@sagas_cli.command("show")
+def sagas_show(ctx: typer.Context, saga_id: str, as_json: JsonFlag = False) -> None:
+    """Status, steps, events and provenance of one saga."""
+    _show(ctx, saga_id, as_json)
+
+
+def _show(ctx: typer.Context, saga_id: str, as_json: bool) -> None:
+    async def work(settings: Settings) -> Any:
+        async with _session(settings, with_app=False) as orch:
+            stored = await orch.get(saga_id)
+            events = await orch.store.events(saga_id)
+            return stored, events
+
+    stored, events = _run(ctx, work)
+    state = stored.state
+    if as_json:
+        _dump(
+            {
+                "saga_id": state.saga_id,
+                "catalogue": state.catalogue,
+                "status": state.status.value,
+                "reason": state.reason,
+                "provenance": stored.plan.provenance.model_dump(mode="json"),
+                "rationale": stored.plan.rationale,
+                "approval": asdict(state.approval) if state.approval else None,
+                "steps": [asdict(r) for r in state.steps],
+                "events": [asdict(e) | {"type": e.type.value} for e in events],
+            }
+        )
+        return
+    out.print(render.saga_view(state, events, stored.plan.provenance, stored.plan.rationale))
+
+
+@approvals_cli.command("list")
+def approvals_list(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """Pivots waiting for a decision, with the planner's rationale."""
+
+    async def work(settings: Settings) -> list[Any]:
+        async with _session(settings, with_app=False) as orch:
+            return await orch.store.pending_approvals()
+
+    items = _run(ctx, work)
+    if as_json:
+        _dump([{"saga_id": p.saga_id, "step": p.step_name} | asdict(p.approval) for p in items])
+    else:
+        out.print(render.approvals_table(items))
+
+
+Approver = Annotated[str, typer.Option("--by", help="Who decides (recorded)")]
+Note = Annotated[str, typer.Option(help="Why (recorded)")]
+
+
+@approvals_cli.command("approve")
+def approvals_approve(ctx: typer.Context, saga_id: str, by: Approver, note: Note = "") -> None:
+    """Approve the pivot; the saga goes on in this process."""
+    _decide(ctx, saga_id, by, note, approve=True)
+
+
+@approvals_cli.command("reject")
+def approvals_reject(ctx: typer.Context, saga_id: str, by: Approver, note: Note = "") -> None:
+    """Reject the pivot; the saga compensates."""
+    _decide(ctx, saga_id, by, note, approve=False)
+
+
+def _decide(ctx: typer.Context, saga_id: str, by: str, note: str, *, approve: bool) -> None:
+    async def work(settings: Settings) -> SagaStatus:
+        async with _session(settings) as orch:
+            decide = orch.approve if approve else orch.reject
+            return (await decide(saga_id, by, note)).status
+
+    status = _run(ctx, work)
+    out.print(f"saga {saga_id}: ", render.status_text(status))
+
+
+@dead_letters_cli.command("list")
+def dead_letters_list(
+    ctx: typer.Context,
+    show_all: Annotated[bool, typer.Option("--all", help="Include resolved ones")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Undos parked after their retries ran out."""
+
+    async def work(settings: Settings) -> list[Any]:
+        async with _session(settings, with_app=False) as orch:
+            return await orch.store.dead_letters(None if show_all else "open")
+
+    items = _run(ctx, work)
+    if as_json:
+        _dump([asdict(d) for d in items])
+    else:
+        out.print(render.dead_letters_table(items))
+
+
+def main() -> None:
+    cli()

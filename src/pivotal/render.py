@@ -1,0 +1,182 @@
+"""Rich views of sagas, timelines and queues, shared by the CLI and the demo."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from pivotal.plan import Provenance
+from pivotal.state import Event, EventType, SagaState, SagaStatus
+from pivotal.store.base import DeadLetter, PendingApproval, SagaSummary
+
+STATUS_STYLE = {
+    SagaStatus.COMPLETED: "bold green",
+    SagaStatus.COMPENSATED: "bold yellow",
+    SagaStatus.COMPENSATION_FAILED: "bold red",
+    SagaStatus.NEEDS_HUMAN: "bold magenta",
+    SagaStatus.AWAITING_APPROVAL: "bold cyan",
+}
+
+EVENT_STYLE = {
+    EventType.STEP_SUCCEEDED: "green",
+    EventType.STEP_RETRY_SCHEDULED: "yellow",
+    EventType.STEP_FAILED: "red",
+    EventType.STEP_UNKNOWN: "red",
+    EventType.COMPENSATION_STARTED: "bold yellow",
+    EventType.UNDO_SUCCEEDED: "yellow",
+    EventType.UNDO_DEAD_LETTERED: "bold red",
+    EventType.APPROVAL_REQUESTED: "cyan",
+    EventType.APPROVAL_GRANTED: "cyan",
+    EventType.APPROVAL_REJECTED: "red",
+    EventType.APPROVAL_EXPIRED: "red",
+}
+
+
+def when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def status_text(status: SagaStatus) -> Text:
+    return Text(status.value, style=STATUS_STYLE.get(status, "bold"))
+
+
+def _detail(event: Event) -> str:
+    d = event.data
+    for field in ("error", "reason"):
+        if d.get(field):
+            return str(d[field])
+    if event.type is EventType.STEP_SUCCEEDED:
+        via = " (found by lookup)" if d.get("via") == "lookup" else ""
+        return f"{_short(d.get('result'))}{via}"
+    if event.type in (EventType.STEP_STARTED, EventType.UNDO_STARTED):
+        return f"key {d.get('key')}"
+    if event.type in (EventType.APPROVAL_GRANTED, EventType.APPROVAL_REJECTED):
+        note = f": {d['note']}" if d.get("note") else ""
+        return f"by {d.get('approver')}{note}"
+    return ""
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = "" if value is None else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def timeline(state: SagaState, events: Sequence[Event]) -> Table:
+    """One row per event, time relative to the first."""
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
+    for col, justify in (
+        ("+ms", "right"),
+        ("event", "left"),
+        ("step", "left"),
+        ("try", "right"),
+        ("detail", "left"),
+    ):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    start = events[0].at if events else 0.0
+    for e in events:
+        name = state.steps[e.step].name if e.step is not None else ""
+        table.add_row(
+            f"{(e.at - start) * 1000:.0f}",
+            Text(e.type.value, style=EVENT_STYLE.get(e.type, "")),
+            name,
+            "" if e.attempt is None else str(e.attempt),
+            _detail(e),
+        )
+    return table
+
+
+def steps_table(state: SagaState) -> Table:
+    table = Table(title="steps", title_justify="left", header_style="dim")
+    for col in ("#", "step", "kind", "status", "tries", "undo", "result / error"):
+        table.add_column(col)
+    for r in state.steps:
+        undo = "" if r.undo_status.value == "none" else f"{r.undo_status.value} ({r.undo_attempts})"
+        table.add_row(
+            str(r.index) + ("" if r.group is None else f" ∥{r.group}"),
+            r.name,
+            r.kind,
+            r.status.value,
+            str(r.attempts),
+            undo,
+            _short(r.undo_error or r.error or r.result, 70),
+        )
+    return table
+
+
+def saga_view(
+    state: SagaState, events: Sequence[Event], provenance: Provenance | None, rationale: str
+) -> Group:
+    head = Table.grid(padding=(0, 2))
+    head.add_row("saga", Text(state.saga_id, style="bold"))
+    head.add_row("catalogue", state.catalogue)
+    head.add_row("status", status_text(state.status))
+    if state.reason:
+        head.add_row("reason", state.reason)
+    head.add_row("created", when(state.created_at))
+    if provenance is not None:
+        fields = provenance.model_dump(exclude_none=True, mode="json")
+        head.add_row("provenance", ", ".join(f"{k}={v}" for k, v in fields.items()))
+    if rationale:
+        head.add_row("rationale", rationale)
+    if state.approval is not None:
+        a = state.approval
+        by = f" by {a.approver}" if a.approver else ""
+        head.add_row("approval", f"{a.status.value}{by} — {a.reason}")
+    return Group(
+        Panel(head, expand=False),
+        steps_table(state),
+        Panel(timeline(state, events), title="events", title_align="left", expand=False),
+    )
+
+
+def sagas_table(sagas: Iterable[SagaSummary]) -> Table:
+    table = Table(header_style="dim")
+    for col in ("saga", "catalogue", "status", "updated", "reason"):
+        table.add_column(col)
+    for s in sagas:
+        table.add_row(
+            s.saga_id, s.catalogue, status_text(s.status), when(s.updated_at), _short(s.reason, 80)
+        )
+    return table
+
+
+def approvals_table(items: Iterable[PendingApproval]) -> Table:
+    table = Table(header_style="dim")
+    for col in ("saga", "catalogue", "step", "reason", "rationale", "expires"):
+        table.add_column(col)
+    for p in items:
+        a = p.approval
+        table.add_row(
+            p.saga_id,
+            p.catalogue,
+            p.step_name,
+            a.reason,
+            _short(a.rationale, 60),
+            when(a.expires_at),
+        )
+    return table
+
+
+def dead_letters_table(items: Iterable[DeadLetter]) -> Table:
+    table = Table(header_style="dim")
+    for col in ("id", "saga", "step", "undo key", "tries", "status", "error"):
+        table.add_column(col)
+    for d in items:
+        table.add_row(
+            str(d.id),
+            d.saga_id,
+            d.step_name,
+            d.undo_key,
+            str(d.attempts),
+            d.status,
+            _short(d.error, 70),
+        )
+    return table

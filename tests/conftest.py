@@ -1,0 +1,187 @@
+"""Shared fixtures: a fake clock, a temporary ledger, the commerce app and plan builders."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pivotal import Catalogue, FakeClock, Orchestrator, Plan, SagaState, SQLiteStore, parse_plan
+from pivotal.examples.commerce import CommerceApp, CommerceServices, Faults, create_app
+
+PlanBuilder = Callable[..., Plan]
+Checker = Callable[[str], Awaitable[SagaState]]
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    ledger = SQLiteStore(tmp_path / "ledger.db")
+    await ledger.open()
+    yield ledger
+    await ledger.close()
+
+
+@pytest.fixture
+def faults() -> Faults:
+    return Faults()
+
+
+@pytest.fixture
+def app(tmp_path: Path, faults: Faults) -> Iterator[CommerceApp]:
+    commerce = create_app(tmp_path / "commerce.db", faults)
+    yield commerce
+    commerce.services.close()
+
+
+@pytest.fixture
+def services(app: CommerceApp) -> CommerceServices:
+    return app.services
+
+
+@pytest.fixture
+def orchestrator(store: SQLiteStore, app: CommerceApp, clock: FakeClock) -> Orchestrator:
+    return Orchestrator(store, app, clock=clock, rng=random.Random(0))
+
+
+@pytest.fixture
+def make_orchestrator(
+    store: SQLiteStore, clock: FakeClock
+) -> Callable[[Catalogue], Orchestrator]:
+    """An orchestrator over a custom catalogue, sharing the ledger and the clock."""
+
+    def make(catalogue: Catalogue) -> Orchestrator:
+        return Orchestrator(store, catalogue, clock=clock, rng=random.Random(0))
+
+    return make
+
+
+def reserve(
+    order_id: str, sku: str = "sku-1", quantity: int = 2, warehouse: str = "A"
+) -> dict[str, Any]:
+    return {
+        "name": "reserve_stock",
+        "args": {"order_id": order_id, "sku": sku, "quantity": quantity, "warehouse": warehouse},
+    }
+
+
+@pytest.fixture
+def checkout_plan() -> PlanBuilder:
+    """checkout: reserve_stock, charge_payment, create_shipment (``order`` reorders them)."""
+
+    def build(
+        order_id: str = "o-1",
+        *,
+        sku: str = "sku-1",
+        quantity: int = 2,
+        amount: str = "49.90",
+        warehouse: str = "A",
+        order: tuple[str, ...] = ("reserve_stock", "charge_payment", "create_shipment"),
+        rationale: str = "customer checkout",
+    ) -> Plan:
+        calls: dict[str, dict[str, Any]] = {
+            "reserve_stock": reserve(order_id, sku, quantity, warehouse),
+            "charge_payment": {
+                "name": "charge_payment",
+                "args": {"order_id": order_id, "amount": amount},
+            },
+            "create_shipment": {
+                "name": "create_shipment",
+                "args": {"order_id": order_id, "warehouse": warehouse},
+            },
+        }
+        return parse_plan(
+            {
+                "catalogue": "checkout",
+                "steps": [calls[name] for name in order],
+                "rationale": rationale,
+            }
+        )
+
+    return build
+
+
+@pytest.fixture
+def fulfilment_plan() -> PlanBuilder:
+    """fulfilment: reserve, authorize, capture (pivot), ship, confirm."""
+
+    def build(
+        order_id: str = "4471",
+        *,
+        amount: str = "120.00",
+        sku: str = "sku-1",
+        quantity: int = 1,
+        rationale: str = "ship order to the customer",
+    ) -> Plan:
+        payment = {"order_id": order_id, "amount": amount}
+        return parse_plan(
+            {
+                "catalogue": "fulfilment",
+                "steps": [
+                    reserve(order_id, sku, quantity),
+                    {"name": "authorize_payment", "args": payment},
+                    {"name": "capture_payment", "args": payment},
+                    {"name": "create_shipment", "args": {"order_id": order_id}},
+                    {
+                        "name": "send_confirmation",
+                        "args": {"order_id": order_id, "recipient": "ana@example.com"},
+                    },
+                ],
+                "rationale": rationale,
+            }
+        )
+
+    return build
+
+
+async def assert_replay_matches(orchestrator: Orchestrator, saga_id: str) -> SagaState:
+    """The event log folds into exactly the stored state."""
+    stored = (await orchestrator.get(saga_id)).state
+    assert await orchestrator.replayed(saga_id) == stored
+    return stored
+
+
+def assert_effects_once(services: CommerceServices) -> None:
+    """Every idempotency key made at most one effect; no undo was applied twice."""
+    per_key = services.effects_per_key()
+    assert all(n == 1 for n in per_key.values()), per_key
+    for op in ("refund", "release", "void", "cancel_shipment"):
+        keys = Counter(row["key"] for row in services.rows("effects", op=op))
+        assert all(n == 1 for n in keys.values()), (op, keys)
+        assert all(key.endswith(":undo") for key in keys), (op, keys)
+    # each reversal that found something changed exactly one record, and vice versa
+    for op, table, field, status in (
+        ("refund", "payments", "refunded", "refunded"),
+        ("void", "payments", "voided", "voided"),
+        ("release", "reservations", "released", "released"),
+        ("cancel_shipment", "shipments", "cancelled", "cancelled"),
+    ):
+        applied = [
+            json.loads(r["result"])[field]
+            for r in services.rows("effects", op=op)
+            if json.loads(r["result"])[field] is not None
+        ]
+        changed = [r["id"] for r in services.rows(table, status=status)]
+        assert len(applied) == len(set(applied)), (op, applied)
+        assert sorted(applied) == sorted(changed), (op, applied, changed)
+
+
+@pytest.fixture
+def check(orchestrator: Orchestrator, services: CommerceServices) -> Checker:
+    """End-of-scenario audit: replay equals state and every effect happened once."""
+
+    async def run(saga_id: str) -> SagaState:
+        state = await assert_replay_matches(orchestrator, saga_id)
+        assert_effects_once(services)
+        return state
+
+    return run
