@@ -85,6 +85,9 @@ class Step:
     precondition: Precondition | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     undo_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=5))
+    dead_letter_retry: RetryPolicy = field(
+        default_factory=lambda: RetryPolicy(max_attempts=8, base_delay=60.0, max_delay=3600.0)
+    )
     timeout: float | None = None
     retryable: bool = True
     retry_on: RetryPredicate | None = None
@@ -157,6 +160,7 @@ class Catalogue:
         precondition: Precondition | None = None,
         retry: RetryPolicy | None = None,
         undo_retry: RetryPolicy | None = None,
+        dead_letter_retry: RetryPolicy | None = None,
         timeout: float | None = None,
         retryable: bool = True,
         retry_on: RetryPredicate | None = None,
@@ -169,6 +173,8 @@ class Catalogue:
                 extra["retry"] = retry
             if undo_retry is not None:
                 extra["undo_retry"] = undo_retry
+            if dead_letter_retry is not None:
+                extra["dead_letter_retry"] = dead_letter_retry
             self.add(
                 Step(
                     name=name or fn.__name__,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from collections.abc import Awaitable
-from dataclasses import replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -14,6 +14,7 @@ from pydantic_core import to_jsonable_python
 
 from pivotal.catalogue import Catalogue, Step, StepContext, StepKind, action_key, undo_key
 from pivotal.clock import Clock
+from pivotal.hooks import Hook, Point
 from pivotal.plan import Plan, Provenance
 from pivotal.retry import Outcome, RetryPolicy, classify
 from pivotal.state import (
@@ -52,6 +53,24 @@ def point_of_no_return(state: SagaState) -> int | None:
     return None
 
 
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a pass behaves inside its process."""
+
+    owner: str = "local"  # recorded on every intent: which worker made the attempt
+    max_inline_wait: float = math.inf  # a longer wait ends the pass; a worker resumes it
+    hook: Hook | None = None  # fault injection: called at each protocol point
+    should_stop: Callable[[], bool] = _never  # checked between steps (graceful shutdown)
+
+
+class Suspended(Exception):
+    """The pass ended early: a retry is not due yet, or the worker is stopping."""
+
+
 class SagaRun:
     """One pass of one saga under a lease ``epoch`` (None: fenced by version only)."""
 
@@ -64,8 +83,8 @@ class SagaRun:
         clock: Clock,
         *,
         epoch: int | None,
-        provenance: Provenance | None = None,
         rng: random.Random | None = None,
+        options: RunOptions | None = None,
     ) -> None:
         self.store = store
         self.catalogue = catalogue
@@ -73,8 +92,9 @@ class SagaRun:
         self.state = state
         self.clock = clock
         self.epoch = epoch
-        self.provenance = provenance
+        self.provenance: Provenance = plan.provenance
         self.rng = rng or random.Random()
+        self.options = options or RunOptions()
         self._lock = asyncio.Lock()
         self._pending: list[Event] = []
         self._committed = state
@@ -143,9 +163,16 @@ class SagaRun:
             provenance=self.provenance,
         )
 
+    def _hook(self, point: Point, index: int) -> None:
+        if self.options.hook is not None:
+            self.options.hook(point, index)
+
     async def _wait_until(self, when: float | None) -> None:
-        if when is not None and when > self.clock.now():
-            await self.clock.sleep(when - self.clock.now())
+        if when is None or when <= self.clock.now():
+            return
+        if when - self.clock.now() > self.options.max_inline_wait or self.options.should_stop():
+            raise Suspended(f"next attempt due at {when:.3f}")
+        await self.clock.sleep(when - self.clock.now())
 
     @staticmethod
     async def _bounded(call: Awaitable[Any], limit: float | None) -> Any:
@@ -170,8 +197,18 @@ class SagaRun:
     # -- the loop -----------------------------------------------------------------------
 
     async def drive(self) -> SagaState:
-        """Advance the saga until it ends or waits for a person."""
+        """Advance the saga until it ends, waits for a person, or the pass is suspended
+        (a retry not yet due, or the worker stopping): its state so far is committed."""
+        try:
+            return await self._drive()
+        except Suspended:
+            await self.flush()
+            return self.state
+
+    async def _drive(self) -> SagaState:
         while True:
+            if self.options.should_stop() and not self.state.status.terminal:
+                raise Suspended("the worker is stopping")
             s = self.state
             if s.status.terminal:
                 await self.flush()
@@ -186,13 +223,24 @@ class SagaRun:
             if not await self._gate(unit[0]):
                 if self.state.status is SagaStatus.AWAITING_APPROVAL:
                     await self.flush()
+                    self._hook(Point.AWAITING_APPROVAL, unit[0])
                     return self.state
                 continue
             if len(unit) == 1:
                 await self.execute(unit[0])
             else:
-                await asyncio.gather(*(self.execute(i) for i in unit))
+                await self._together(unit)
             await self._after(unit)
+
+    async def _together(self, unit: list[int]) -> None:
+        """Run a parallel group: every member to its outcome, none cancelled mid-effect."""
+        results = await asyncio.gather(*(self.execute(i) for i in unit), return_exceptions=True)
+        failures = [r for r in results if isinstance(r, BaseException)]
+        for failure in failures:  # a crash or a lost lease wins over a suspension
+            if not isinstance(failure, Suspended):
+                raise failure
+        if failures:
+            raise failures[0]
 
     def _next_unit(self) -> list[int] | None:
         first = next((r for r in self.state.steps if r.status is not StepStatus.SUCCEEDED), None)
@@ -290,25 +338,34 @@ class SagaRun:
                 await self._wait_until(rec.next_attempt_at)
             attempt = rec.attempts + 1
             ctx = self.context(index, attempt)
-            await self.emit(self.event(EventType.STEP_STARTED, index, attempt, key=ctx.key))
+            self._hook(Point.BEFORE_INTENT, index)
+            await self.emit(
+                self.event(
+                    EventType.STEP_STARTED, index, attempt, key=ctx.key, by=self.options.owner
+                )
+            )
+            self._hook(Point.AFTER_INTENT, index)
             try:
                 result = await self._bounded(step.action(args, ctx), step.timeout)
             except Exception as exc:
                 outcome, error = classify(exc, step.retry_on), describe(exc)
             else:
+                self._hook(Point.AFTER_EFFECT, index)
                 await self._succeed(index, to_jsonable_python(result, fallback=str))
                 return
-            if outcome is not Outcome.TRANSIENT:
+            if outcome is Outcome.TRANSIENT and not policy.exhausted(attempt):
+                await self._schedule(EventType.STEP_RETRY_SCHEDULED, index, attempt, error, policy)
+                continue
+            if outcome is not Outcome.TRANSIENT and attempt == 1:
                 await self.emit(
                     self.event(
                         EventType.STEP_FAILED, index, attempt, error=error, outcome=outcome.value
                     )
                 )
                 return
-            if not policy.exhausted(attempt):
-                await self._schedule(EventType.STEP_RETRY_SCHEDULED, index, attempt, error, policy)
-                continue
-            await self._exhausted(index, attempt, error)
+            # Retries ran out, or a retry was refused after an earlier attempt whose
+            # outcome was never known: that attempt may have taken effect.
+            await self._settle_doubt(index, attempt, error)
             return
 
     async def _succeed(self, index: int, result: Any, via: str = "action") -> None:
@@ -322,8 +379,8 @@ class SagaRun:
         at = self.clock.now() + policy.delay(attempt, self.rng)
         await self.emit(self.event(type, index, attempt, error=error, next_attempt_at=at))
 
-    async def _exhausted(self, index: int, attempt: int, error: str) -> None:
-        """Transient failures used up the attempts: settle the outcome if we can."""
+    async def _settle_doubt(self, index: int, attempt: int, error: str) -> None:
+        """An attempt may have taken effect: settle by lookup, else record it unknown."""
         found, result = await self._lookup(index, attempt)
         if found:
             await self._succeed(index, result, via="lookup")
@@ -370,10 +427,8 @@ class SagaRun:
             await self.emit(self.event(EventType.SAGA_COMPENSATED, reason=self.state.reason))
 
     async def undo(self, index: int) -> None:
-        step = self.step_of(index)
-        assert step.undo is not None
-        args = self.args_of(index)
-        policy = step.undo_retry
+        """Run one step's undo until it succeeds or is parked as a dead letter."""
+        policy = self.step_of(index).undo_retry
         while True:
             rec = self.state.steps[index]
             if rec.undo_status in _UNDO_SETTLED:
@@ -381,17 +436,82 @@ class SagaRun:
             if rec.undo_status is UndoStatus.RETRY_WAIT:
                 await self._wait_until(rec.undo_next_attempt_at)
             attempt = rec.undo_attempts + 1
-            ctx = self.context(index, attempt, undo=True)
-            await self.emit(self.event(EventType.UNDO_STARTED, index, attempt, key=ctx.key))
-            try:
-                await self._bounded(step.undo(args, rec.result, ctx), step.timeout)
-            except Exception as exc:
-                outcome, error = classify(exc, step.retry_on), describe(exc)
-            else:
-                await self.emit(self.event(EventType.UNDO_SUCCEEDED, index, attempt), defer=True)
+            error = await self._undo_attempt(index, attempt)
+            if error is None:
                 return
+            outcome, message = error
             if outcome is Outcome.TRANSIENT and not policy.exhausted(attempt):
-                await self._schedule(EventType.UNDO_RETRY_SCHEDULED, index, attempt, error, policy)
+                await self._schedule(
+                    EventType.UNDO_RETRY_SCHEDULED, index, attempt, message, policy
+                )
                 continue
-            await self.emit(self.event(EventType.UNDO_DEAD_LETTERED, index, attempt, error=error))
+            await self._park(index, attempt, message, retries=0)
             return
+
+    async def _undo_attempt(self, index: int, attempt: int) -> tuple[Outcome, str] | None:
+        """One undo call under its intent; None when it succeeded."""
+        step = self.step_of(index)
+        assert step.undo is not None
+        ctx = self.context(index, attempt, undo=True)
+        self._hook(Point.BEFORE_UNDO_INTENT, index)
+        await self.emit(
+            self.event(EventType.UNDO_STARTED, index, attempt, key=ctx.key, by=self.options.owner)
+        )
+        self._hook(Point.AFTER_UNDO_INTENT, index)
+        try:
+            result = self.state.steps[index].result
+            await self._bounded(step.undo(self.args_of(index), result, ctx), step.timeout)
+        except Exception as exc:
+            return classify(exc, step.retry_on), describe(exc)
+        self._hook(Point.AFTER_UNDO_EFFECT, index)
+        await self.emit(self.event(EventType.UNDO_SUCCEEDED, index, attempt), defer=True)
+        return None
+
+    async def _park(self, index: int, attempt: int, error: str, retries: int) -> None:
+        """Dead-letter the undo; schedule its next retry by the step's dead-letter policy."""
+        policy = self.step_of(index).dead_letter_retry
+        next_retry = (
+            None
+            if policy.exhausted(retries + 1)
+            else self.clock.now() + policy.delay(retries + 1, self.rng)
+        )
+        await self.emit(
+            self.event(
+                EventType.UNDO_DEAD_LETTERED, index, attempt, error=error, next_retry_at=next_retry
+            )
+        )
+
+    # -- dead letters -------------------------------------------------------------------
+
+    async def retry_dead_letter(self, index: int, retries: int) -> bool:
+        """Try a parked undo once more, with the same undo key; True when it is settled."""
+        rec = self.state.steps[index]
+        if rec.undo_status in (UndoStatus.DONE, UndoStatus.RESOLVED):
+            return True
+        if rec.undo_status not in (UndoStatus.DEAD_LETTERED, UndoStatus.STARTED):
+            return False
+        error = await self._undo_attempt(index, rec.undo_attempts + 1)
+        if error is not None:
+            await self._park(index, rec.undo_attempts + 1, error[1], retries + 1)
+            return False
+        await self._settle()
+        return True
+
+    async def resolve_dead_letter(self, index: int, by: str, reason: str) -> None:
+        """An operator settled the undo by hand."""
+        await self.emit(
+            self.event(EventType.DEAD_LETTER_RESOLVED, index, by=by, reason=reason), defer=True
+        )
+        await self._settle()
+
+    async def _settle(self) -> None:
+        """Once no dead letter is open, a compensation_failed saga is compensated."""
+        if self.state.status is SagaStatus.COMPENSATION_FAILED and not self.state.dead_letters:
+            await self.emit(
+                self.event(
+                    EventType.SAGA_COMPENSATED,
+                    reason=f"{self.state.reason}; every dead letter has since been settled",
+                )
+            )
+        else:
+            await self.flush()

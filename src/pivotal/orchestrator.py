@@ -5,11 +5,13 @@ from __future__ import annotations
 import random
 import re
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from pivotal.app import App
 from pivotal.catalogue import Catalogue
 from pivotal.clock import Clock, SystemClock
-from pivotal.engine import SagaRun
+from pivotal.engine import RunOptions, SagaRun
 from pivotal.errors import (
     ApprovalError,
     InvalidInput,
@@ -18,6 +20,7 @@ from pivotal.errors import (
     SagaConflict,
     SagaNotFound,
 )
+from pivotal.hooks import Hook
 from pivotal.plan import Plan
 from pivotal.state import (
     ApprovalStatus,
@@ -28,7 +31,7 @@ from pivotal.state import (
     apply,
     replay,
 )
-from pivotal.store.base import Store, StoredSaga
+from pivotal.store.base import DeadLetter, Store, StoredSaga
 from pivotal.validation import validate
 
 _SAGA_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
@@ -53,7 +56,8 @@ class Orchestrator:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         owner: str | None = None,
-        lease_ttl: float = 300.0,
+        lease_ttl: float = 60.0,
+        hook: Hook | None = None,
     ) -> None:
         self.store = store
         self.app = app if isinstance(app, App) else App([app], name=app.name)
@@ -61,6 +65,7 @@ class Orchestrator:
         self.rng = rng or random.Random()
         self.owner = owner or f"orchestrator-{uuid.uuid4().hex[:8]}"
         self.lease_ttl = lease_ttl
+        self.hook = hook
 
     # -- submission ---------------------------------------------------------------------
 
@@ -70,18 +75,20 @@ class Orchestrator:
         Idempotent on ``saga_id``: the same id and plan returns the existing saga; the same
         id with another plan raises ``SagaConflict``.
         """
-        catalogue = self.app.catalogue(plan.catalogue)
-        errors = validate(plan, catalogue)
-        if errors:
-            raise PlanRejected(errors)
         if saga_id is not None and not _SAGA_ID.match(saga_id):
             raise InvalidInput(
                 f"saga id {saga_id!r} must be 1-128 characters of letters, digits, '_', '.', '-'"
             )
-        saga_id = saga_id or new_saga_id()
         digest = plan.digest()
-        existing = await self.store.load(saga_id)
+        existing = await self.store.load(saga_id) if saga_id is not None else None
         if existing is None:
+            # Validated once, when first submitted: a resubmission of the same plan returns
+            # the saga even if its preconditions no longer hold (it may have run since).
+            catalogue = self.app.catalogue(plan.catalogue)
+            errors = validate(plan, catalogue)
+            if errors:
+                raise PlanRejected(errors)
+            saga_id = saga_id or new_saga_id()
             event = Event(
                 type=EventType.SAGA_SUBMITTED,
                 at=self.clock.now(),
@@ -119,26 +126,40 @@ class Orchestrator:
             raise SagaNotFound(f"no saga {saga_id!r}")
         return stored
 
-    async def run(self, saga_id: str) -> SagaState:
-        """Drive the saga in this process until it ends or waits for approval."""
+    async def run(self, saga_id: str, *, options: RunOptions | None = None) -> SagaState:
+        """Lease the saga and drive it in this process until it ends, waits for a person,
+        or (with ``options.max_inline_wait``) waits for a retry that is not yet due."""
         stored = await self.get(saga_id)
         if stored.state.status.terminal:
             return stored.state
+        async with self.lease(saga_id) as epoch:
+            return await self.drive(saga_id, epoch, options)
+
+    async def drive(self, saga_id: str, epoch: int, options: RunOptions | None = None) -> SagaState:
+        """One pass over a saga whose lease the caller holds at ``epoch``."""
+        return await self._pass(await self.get(saga_id), epoch, options).drive()
+
+    @asynccontextmanager
+    async def lease(self, saga_id: str) -> AsyncIterator[int]:
+        """Hold the saga's lease; released on return or error, kept on a crash."""
         epoch = await self.store.claim(saga_id, self.owner, self.lease_ttl, self.clock.now())
         if epoch is None:
             raise LeaseLost(f"saga {saga_id} is leased by another worker")
         try:
-            stored = await self.get(saga_id)
-            return await self._pass(stored, epoch).drive()
-        finally:
+            yield epoch
+        except Exception:
             await self.store.release(saga_id, epoch)
+            raise
+        await self.store.release(saga_id, epoch)
 
     async def execute(self, plan: Plan, *, saga_id: str | None = None) -> SagaState:
         """Submit and run in this process."""
         state = await self.submit(plan, saga_id=saga_id)
         return await self.run(state.saga_id)
 
-    def _pass(self, stored: StoredSaga, epoch: int | None) -> SagaRun:
+    def _pass(
+        self, stored: StoredSaga, epoch: int | None, options: RunOptions | None = None
+    ) -> SagaRun:
         return SagaRun(
             self.store,
             self.app.catalogue(stored.state.catalogue),
@@ -146,9 +167,37 @@ class Orchestrator:
             stored.state,
             self.clock,
             epoch=epoch,
-            provenance=stored.plan.provenance,
             rng=self.rng,
+            options=options or RunOptions(owner=self.owner, hook=self.hook),
         )
+
+    # -- dead letters -------------------------------------------------------------------
+
+    async def _dead_letter(self, dead_letter_id: int) -> DeadLetter:
+        found = await self.store.dead_letters(None, id=dead_letter_id)
+        if not found:
+            raise InvalidInput(f"no dead letter {dead_letter_id}")
+        return found[0]
+
+    async def retry_dead_letter(self, dead_letter_id: int) -> bool:
+        """Run a parked undo again with its undo key; True when it is now settled."""
+        letter = await self._dead_letter(dead_letter_id)
+        if letter.status != "open":
+            return True
+        async with self.lease(letter.saga_id) as epoch:
+            run = self._pass(await self.get(letter.saga_id), epoch)
+            return await run.retry_dead_letter(letter.step, letter.retries)
+
+    async def resolve_dead_letter(self, dead_letter_id: int, by: str, reason: str) -> None:
+        """Record that a person settled a parked undo by hand, and why."""
+        if not by.strip() or not reason.strip():
+            raise InvalidInput("resolving a dead letter needs who resolved it and why")
+        letter = await self._dead_letter(dead_letter_id)
+        if letter.status != "open":
+            raise InvalidInput(f"dead letter {dead_letter_id} is already {letter.status}")
+        async with self.lease(letter.saga_id) as epoch:
+            run = self._pass(await self.get(letter.saga_id), epoch)
+            await run.resolve_dead_letter(letter.step, by, reason)
 
     # -- approvals ----------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,7 +45,12 @@ class RetryPolicy:
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        cap = min(self.max_delay, self.base_delay * self.multiplier ** max(0, attempt - 1))
+        exponent = max(0, attempt - 1)
+        try:
+            grown = self.base_delay * self.multiplier**exponent
+        except OverflowError:
+            grown = math.inf
+        cap = min(self.max_delay, grown)
         if not self.jitter:
             return cap
         return (rng or random).uniform(0.0, cap)

@@ -74,6 +74,7 @@ class EventType(StrEnum):
     UNDO_SUCCEEDED = "undo_succeeded"
     UNDO_RETRY_SCHEDULED = "undo_retry_scheduled"
     UNDO_DEAD_LETTERED = "undo_dead_lettered"
+    DEAD_LETTER_RESOLVED = "dead_letter_resolved"
     SAGA_COMPLETED = "saga_completed"
     SAGA_COMPENSATED = "saga_compensated"
     SAGA_COMPENSATION_FAILED = "saga_compensation_failed"
@@ -140,14 +141,16 @@ class SagaState:
 
     @property
     def wake_at(self) -> float | None:
-        """When a scheduled retry is due, if the saga is waiting on one."""
-        due = [
-            t
-            for r in self.steps
-            for t in (r.next_attempt_at, r.undo_next_attempt_at)
-            if t is not None
+        """When the saga next needs a worker while it waits: a due retry, or the expiry of
+        a pending approval. ``None`` when it is runnable now or waits for nothing."""
+        if self.status is SagaStatus.AWAITING_APPROVAL:
+            a = self.approval
+            return a.expires_at if a is not None and a.status is ApprovalStatus.PENDING else None
+        due = [r.next_attempt_at for r in self.steps if r.status is StepStatus.RETRY_WAIT] + [
+            r.undo_next_attempt_at for r in self.steps if r.undo_status is UndoStatus.RETRY_WAIT
         ]
-        return min(due) if due else None
+        times = [t for t in due if t is not None]
+        return min(times) if times else None
 
     @property
     def dead_letters(self) -> tuple[StepRecord, ...]:
@@ -278,8 +281,12 @@ def apply(state: SagaState | None, event: Event) -> SagaState:
             i,
             undo_status=UndoStatus.DEAD_LETTERED,
             undo_error=d["error"],
-            undo_next_attempt_at=None,
+            undo_next_attempt_at=d.get("next_retry_at"),
         )
+        return replace(s, steps=steps)
+    if t is EventType.DEAD_LETTER_RESOLVED:
+        assert i is not None
+        steps = _step(s, i, undo_status=UndoStatus.RESOLVED, undo_next_attempt_at=None)
         return replace(s, steps=steps)
     if t in _ENDINGS:
         reason = d.get("reason", s.reason)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -41,6 +41,8 @@ class DeadLetter:
     attempts: int
     status: str  # "open" or "resolved"
     created_at: float
+    retries: int = 0  # how often it was retried after being parked
+    next_retry_at: float | None = None  # None: only an operator will retry it
     resolved_at: float | None = None
     resolution: str | None = None
 
@@ -83,6 +85,22 @@ class Store(Protocol):
         """Take the saga's lease if it is free, expired or ours; return the new epoch."""
         ...
 
+    async def claim_next(
+        self, owner: str, ttl: float, now: float, limit: int
+    ) -> list[tuple[str, int]]:
+        """Lease up to ``limit`` runnable sagas; return (saga id, epoch) pairs."""
+        ...
+
+    async def heartbeat(
+        self, owner: str, leases: Mapping[str, int], ttl: float, now: float
+    ) -> set[str]:
+        """Extend the leases still held at these epochs; return the saga ids still held."""
+        ...
+
+    async def expire_leases(self, now: float) -> list[str]:
+        """Free leases past their expiry, bumping the epoch so stale holders are fenced."""
+        ...
+
     async def release(self, saga_id: str, epoch: int) -> None: ...
 
     async def list_sagas(
@@ -91,4 +109,6 @@ class Store(Protocol):
 
     async def pending_approvals(self) -> list[PendingApproval]: ...
 
-    async def dead_letters(self, status: str | None = "open") -> list[DeadLetter]: ...
+    async def dead_letters(
+        self, status: str | None = "open", *, due_by: float | None = None, id: int | None = None
+    ) -> list[DeadLetter]: ...

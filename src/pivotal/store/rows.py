@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pivotal.catalogue import undo_key
 from pivotal.state import (
     ApprovalRecord,
     ApprovalStatus,
@@ -147,9 +148,71 @@ def changed_steps(before: SagaState, after: SagaState) -> list[StepRecord]:
     return [b for a, b in zip(before.steps, after.steps, strict=True) if a != b]
 
 
-def new_dead_letters(before: SagaState, after: SagaState) -> list[StepRecord]:
-    return [
-        b
-        for a, b in zip(before.steps, after.steps, strict=True)
-        if b.undo_status is UndoStatus.DEAD_LETTERED and a.undo_status is not b.undo_status
-    ]
+# Dead letters follow their step's undo status. SQL uses "?" placeholders; a backend with
+# another paramstyle translates them.
+DEAD_LETTER_UPSERT = (
+    "INSERT INTO dead_letters (saga_id, step, step_name, undo_key, error, attempts, status, "
+    "created_at, next_retry_at) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?) "
+    "ON CONFLICT (undo_key) DO UPDATE SET error = excluded.error, "
+    "attempts = excluded.attempts, status = 'open', retries = dead_letters.retries + 1, "
+    "next_retry_at = excluded.next_retry_at"
+)
+DEAD_LETTER_SETTLE = (
+    "UPDATE dead_letters SET status = 'resolved', resolved_at = ?, resolution = ?, "
+    "next_retry_at = NULL WHERE undo_key = ? AND status = 'open'"
+)
+DEAD_LETTER_COLUMNS = (
+    "id, saga_id, step, step_name, undo_key, error, attempts, status, created_at, retries, "
+    "next_retry_at, resolved_at, resolution"
+)
+RUNNABLE = (
+    "((status IN ('submitted', 'running', 'compensating') AND (wake_at IS NULL OR wake_at <= ?))"
+    " OR (status = 'awaiting_approval' AND wake_at <= ?))"
+    " AND (lease_owner IS NULL OR lease_expires_at < ?)"
+)
+
+
+def dead_letter_changes(
+    before: SagaState, after: SagaState, events: Sequence[Event]
+) -> list[tuple[str, tuple[Any, ...]]]:
+    """The dead-letter statements a commit implies: park, re-park, or settle."""
+    out: list[tuple[str, tuple[Any, ...]]] = []
+    reasons = {
+        e.step: e.data.get("reason") for e in events if e.type is EventType.DEAD_LETTER_RESOLVED
+    }
+    for a, b in zip(before.steps, after.steps, strict=True):
+        if a.undo_status is b.undo_status:
+            continue
+        key = undo_key(after.saga_id, b.index)
+        if b.undo_status is UndoStatus.DEAD_LETTERED:
+            out.append(
+                (
+                    DEAD_LETTER_UPSERT,
+                    (
+                        after.saga_id,
+                        b.index,
+                        b.name,
+                        key,
+                        b.undo_error,
+                        b.undo_attempts,
+                        after.updated_at,
+                        b.undo_next_attempt_at,
+                    ),
+                )
+            )
+        elif b.undo_status in (UndoStatus.DONE, UndoStatus.RESOLVED):
+            resolution = reasons.get(b.index) or "the undo succeeded"
+            out.append((DEAD_LETTER_SETTLE, (after.updated_at, resolution, key)))
+    return out
+
+
+def dead_letter_filter(
+    status: str | None, due_by: float | None, id: int | None
+) -> tuple[str, tuple[Any, ...]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    for clause, value in (("status = ?", status), ("next_retry_at <= ?", due_by), ("id = ?", id)):
+        if value is not None:
+            clauses.append(clause)
+            params.append(value)
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)

@@ -68,9 +68,12 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         attempts INTEGER NOT NULL,
         status TEXT NOT NULL,
         created_at REAL NOT NULL,
+        retries INTEGER NOT NULL DEFAULT 0,
+        next_retry_at REAL,
         resolved_at REAL,
         resolution TEXT
     );
+    CREATE INDEX dead_letters_due ON dead_letters(status, next_retry_at);
     CREATE TABLE events (
         saga_id TEXT NOT NULL REFERENCES sagas(saga_id),
         seq INTEGER NOT NULL,

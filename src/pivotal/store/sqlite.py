@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pivotal.catalogue import undo_key
 from pivotal.errors import LeaseLost, SchemaMismatch, StoreError
 from pivotal.plan import Plan, Provenance
 from pivotal.state import ApprovalStatus, Event, SagaState, SagaStatus
@@ -234,20 +233,8 @@ class SQLiteStore:
                     f"VALUES ({_marks(10)})",
                     rows.approval_row(after.saga_id, after.approval),
                 )
-            for r in rows.new_dead_letters(before, after):
-                conn.execute(
-                    "INSERT OR IGNORE INTO dead_letters (saga_id, step, step_name, undo_key, "
-                    "error, attempts, status, created_at) VALUES (?, ?, ?, ?, ?, ?, 'open', ?)",
-                    (
-                        after.saga_id,
-                        r.index,
-                        r.name,
-                        undo_key(after.saga_id, r.index),
-                        r.undo_error,
-                        r.undo_attempts,
-                        after.updated_at,
-                    ),
-                )
+            for sql, params in rows.dead_letter_changes(before, after, events):
+                conn.execute(sql, params)
             self._insert_events(conn, after, events)
 
         await self._call(self._write, txn)
@@ -282,6 +269,50 @@ class SQLiteStore:
                 (owner, now + ttl, saga_id, owner, now),
             ).fetchone()
             return None if row is None else int(row[0])
+
+        return await self._call(self._write, txn)
+
+    async def claim_next(
+        self, owner: str, ttl: float, now: float, limit: int
+    ) -> list[tuple[str, int]]:
+        def txn(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+            found = conn.execute(
+                "UPDATE sagas SET lease_owner = ?, lease_epoch = lease_epoch + 1, "
+                "lease_expires_at = ? WHERE saga_id IN (SELECT saga_id FROM sagas WHERE "
+                f"{rows.RUNNABLE} ORDER BY updated_at LIMIT ?) AND {rows.RUNNABLE} "
+                "RETURNING saga_id, lease_epoch",
+                (owner, now + ttl, now, now, now, limit, now, now, now),
+            ).fetchall()
+            return [(str(r[0]), int(r[1])) for r in found]
+
+        return await self._call(self._write, txn)
+
+    async def heartbeat(
+        self, owner: str, leases: Mapping[str, int], ttl: float, now: float
+    ) -> set[str]:
+        def txn(conn: sqlite3.Connection) -> set[str]:
+            held = set()
+            for saga_id, epoch in leases.items():
+                cur = conn.execute(
+                    "UPDATE sagas SET lease_expires_at = ? WHERE saga_id = ? AND "
+                    "lease_owner = ? AND lease_epoch = ?",
+                    (now + ttl, saga_id, owner, epoch),
+                )
+                if cur.rowcount == 1:
+                    held.add(saga_id)
+            return held
+
+        return await self._call(self._write, txn)
+
+    async def expire_leases(self, now: float) -> list[str]:
+        def txn(conn: sqlite3.Connection) -> list[str]:
+            found = conn.execute(
+                "UPDATE sagas SET lease_owner = NULL, lease_expires_at = NULL, "
+                "lease_epoch = lease_epoch + 1 WHERE lease_owner IS NOT NULL AND "
+                "lease_expires_at < ? RETURNING saga_id",
+                (now,),
+            ).fetchall()
+            return [str(r[0]) for r in found]
 
         return await self._call(self._write, txn)
 
@@ -325,12 +356,13 @@ class SQLiteStore:
 
         return await self._read(read)
 
-    async def dead_letters(self, status: str | None = "open") -> list[DeadLetter]:
+    async def dead_letters(
+        self, status: str | None = "open", *, due_by: float | None = None, id: int | None = None
+    ) -> list[DeadLetter]:
         def read(conn: sqlite3.Connection) -> list[DeadLetter]:
-            where, params = ("WHERE status = ?", (status,)) if status else ("", ())
+            clauses, params = rows.dead_letter_filter(status, due_by, id)
             cur = conn.execute(
-                "SELECT id, saga_id, step, step_name, undo_key, error, attempts, status, "
-                f"created_at, resolved_at, resolution FROM dead_letters {where} ORDER BY id",
+                f"SELECT {rows.DEAD_LETTER_COLUMNS} FROM dead_letters {clauses} ORDER BY id",
                 params,
             )
             return [DeadLetter(*r) for r in cur]
