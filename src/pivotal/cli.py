@@ -298,4 +298,6 @@ def dead_letters_list(
 
 
 def main() -> None:
+    import pivotal.cli_ops  # noqa: F401  (registers the operations commands)
+
     cli()

@@ -1,0 +1,214 @@
+"""Workers claim runnable sagas under a lease and run them; the sweeper recovers the rest."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from dataclasses import dataclass, field
+
+from pivotal.engine import RunOptions
+from pivotal.errors import LeaseLost, PivotalError
+from pivotal.hooks import Hook
+from pivotal.orchestrator import Orchestrator
+from pivotal.state import ApprovalStatus, SagaStatus
+
+log = logging.getLogger("pivotal.worker")
+
+ACTIVE = (SagaStatus.SUBMITTED, SagaStatus.RUNNING, SagaStatus.COMPENSATING)
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    concurrency: int = 8  # sagas run at once
+    lease_ttl: float = 30.0  # seconds a claim lasts without a heartbeat
+    poll_interval: float = 0.5  # seconds between looks for new work when idle
+    max_inline_wait: float = 2.0  # a retry due later than this releases the saga
+    sweep_interval: float = 10.0  # seconds between sweeps
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1 or self.lease_ttl <= 0 or self.poll_interval <= 0:
+            raise ValueError("concurrency, lease_ttl and poll_interval must be positive")
+
+
+@dataclass
+class SweepReport:
+    leases_recovered: list[str] = field(default_factory=list)
+    approvals_expired: list[str] = field(default_factory=list)
+    dead_letters_retried: int = 0
+    dead_letters_settled: int = 0
+
+    def merge(self, other: SweepReport) -> None:
+        self.leases_recovered += other.leases_recovered
+        self.approvals_expired += other.approvals_expired
+        self.dead_letters_retried += other.dead_letters_retried
+        self.dead_letters_settled += other.dead_letters_settled
+
+
+@dataclass
+class WorkerStats:
+    runs: int = 0  # passes over a saga
+    finished: dict[str, int] = field(default_factory=dict)  # final status -> count
+    leases_lost: int = 0
+    errors: int = 0
+    sweeps: SweepReport = field(default_factory=SweepReport)
+
+
+class Sweeper:
+    """Frees expired leases, expires approvals past their deadline, retries dead letters."""
+
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self.orchestrator = orchestrator
+
+    async def sweep(self) -> SweepReport:
+        orch, report = self.orchestrator, SweepReport()
+        now = orch.clock.now()
+        report.leases_recovered = await orch.store.expire_leases(now)
+        for pending in await orch.store.pending_approvals():
+            a = pending.approval
+            if a.status is ApprovalStatus.PENDING and a.expires_at <= now:
+                try:
+                    await orch.run(pending.saga_id)
+                except LeaseLost:
+                    continue  # a worker has it and will expire it
+                report.approvals_expired.append(pending.saga_id)
+        for letter in await orch.store.dead_letters("open", due_by=now):
+            report.dead_letters_retried += 1
+            try:
+                if await orch.retry_dead_letter(letter.id):
+                    report.dead_letters_settled += 1
+            except LeaseLost:
+                continue
+        return report
+
+
+class Worker:
+    """A long-lived loop: claim, run concurrently, heartbeat, sweep, stop gracefully."""
+
+    def __init__(
+        self,
+        orchestrator: Orchestrator,
+        config: WorkerConfig | None = None,
+        *,
+        hook: Hook | None = None,
+    ) -> None:
+        self.orchestrator = orchestrator
+        self.config = config or WorkerConfig()
+        self.hook = hook
+        self.stats = WorkerStats()
+        self._leases: dict[str, int] = {}
+        self._lost: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = asyncio.Event()
+        self.sweeper = Sweeper(orchestrator)
+
+    @property
+    def owner(self) -> str:
+        return self.orchestrator.owner
+
+    def stop(self) -> None:
+        """Stop claiming; running sagas stop at their next step boundary and are released."""
+        self._stopping.set()
+
+    async def run(self, *, until_idle: bool = False) -> WorkerStats:
+        """Work until ``stop()``; with ``until_idle``, also stop once no saga is active."""
+        cfg, clock = self.config, self.orchestrator.clock
+        last_beat = last_sweep = -math.inf
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        while not self._stopping.is_set():
+            now = clock.now()
+            if now - last_sweep >= cfg.sweep_interval:
+                last_sweep = now
+                await self._sweep()
+            if now - last_beat >= cfg.lease_ttl / 3:
+                last_beat = now
+                await self._heartbeat()
+            claimed = await self._claim()
+            if until_idle and not claimed and not self._tasks and not await self._active():
+                break
+            if not claimed:
+                await asyncio.wait(
+                    {stopping, *self._tasks},
+                    timeout=cfg.poll_interval,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+        stopping.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks)
+        return self.stats
+
+    async def _active(self) -> bool:
+        for status in ACTIVE:
+            if await self.orchestrator.store.list_sagas(status, limit=1):
+                return True
+        return False
+
+    async def _claim(self) -> int:
+        free = self.config.concurrency - len(self._tasks)
+        if free <= 0:
+            return 0
+        orch = self.orchestrator
+        claims = await orch.store.claim_next(
+            self.owner, self.config.lease_ttl, orch.clock.now(), free
+        )
+        for saga_id, epoch in claims:
+            self._leases[saga_id] = epoch
+            task = asyncio.create_task(self._run_one(saga_id, epoch), name=f"saga {saga_id}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return len(claims)
+
+    async def _run_one(self, saga_id: str, epoch: int) -> None:
+        orch = self.orchestrator
+        options = RunOptions(
+            owner=self.owner,
+            max_inline_wait=self.config.max_inline_wait,
+            hook=self.hook,
+            should_stop=lambda: self._stopping.is_set() or saga_id in self._lost,
+        )
+        self.stats.runs += 1
+        try:
+            state = await orch.drive(saga_id, epoch, options)
+        except LeaseLost as exc:
+            self.stats.leases_lost += 1
+            log.warning(
+                "%s: lease on saga %s lost; stopped working on it: %s", self.owner, saga_id, exc
+            )
+            self._leases.pop(saga_id, None)
+            return
+        except Exception:
+            self.stats.errors += 1
+            log.exception("%s: saga %s failed in this pass", self.owner, saga_id)
+        else:
+            if state.status.terminal or state.status is SagaStatus.AWAITING_APPROVAL:
+                name = state.status.value
+                self.stats.finished[name] = self.stats.finished.get(name, 0) + 1
+        self._leases.pop(saga_id, None)
+        self._lost.discard(saga_id)
+        await orch.store.release(saga_id, epoch)
+
+    async def _heartbeat(self) -> None:
+        if not self._leases:
+            return
+        orch = self.orchestrator
+        leases = dict(self._leases)
+        held = await orch.store.heartbeat(
+            self.owner, leases, self.config.lease_ttl, orch.clock.now()
+        )
+        for saga_id in set(leases) - held:
+            log.warning("%s: lease on saga %s was taken over", self.owner, saga_id)
+            self._lost.add(saga_id)
+
+    async def _sweep(self) -> None:
+        try:
+            report = await self.sweeper.sweep()
+        except PivotalError:
+            log.exception("%s: sweep failed", self.owner)
+            return
+        self.stats.sweeps.merge(report)
+        if report.leases_recovered:
+            log.info(
+                "%s: recovered %d sagas with expired leases",
+                self.owner,
+                len(report.leases_recovered),
+            )
