@@ -54,9 +54,7 @@ def orchestrator(store: SQLiteStore, app: CommerceApp, clock: FakeClock) -> Orch
 
 
 @pytest.fixture
-def make_orchestrator(
-    store: SQLiteStore, clock: FakeClock
-) -> Callable[[Catalogue], Orchestrator]:
+def make_orchestrator(store: SQLiteStore, clock: FakeClock) -> Callable[[Catalogue], Orchestrator]:
     """An orchestrator over a custom catalogue, sharing the ledger and the clock."""
 
     def make(catalogue: Catalogue) -> Orchestrator:
@@ -175,13 +173,26 @@ def assert_effects_once(services: CommerceServices) -> None:
         assert sorted(applied) == sorted(changed), (op, applied, changed)
 
 
+Audit = Callable[[Orchestrator, CommerceServices, str], Awaitable[SagaState]]
+
+
+async def _audit(orchestrator: Orchestrator, services: CommerceServices, saga_id: str) -> SagaState:
+    state = await assert_replay_matches(orchestrator, saga_id)
+    assert_effects_once(services)
+    return state
+
+
+@pytest.fixture
+def audit() -> Audit:
+    """The end-of-scenario audit for any orchestrator and services (stateless)."""
+    return _audit
+
+
 @pytest.fixture
 def check(orchestrator: Orchestrator, services: CommerceServices) -> Checker:
     """End-of-scenario audit: replay equals state and every effect happened once."""
 
     async def run(saga_id: str) -> SagaState:
-        state = await assert_replay_matches(orchestrator, saga_id)
-        assert_effects_once(services)
-        return state
+        return await _audit(orchestrator, services, saga_id)
 
     return run

@@ -22,6 +22,25 @@ from pivotal.errors import (
 )
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import ActorType, ParallelGroup, Plan, Provenance, StepCall, parse_plan
+from pivotal.planning import (
+    CatalogueView,
+    Escalation,
+    OpenAIConfig,
+    OpenAIPlanner,
+    Planner,
+    PlannerError,
+    PlannerInfo,
+    PlanningRun,
+    PlanRequest,
+    Proposal,
+    RouterPlanner,
+    Rule,
+    RulePlanner,
+    ScriptedPlanner,
+    catalogue_schema,
+    plan_and_submit,
+    render_catalogue,
+)
 from pivotal.policy import ApprovalPolicy, ApprovalRequirement, ThresholdPolicy
 from pivotal.retry import RetryPolicy
 from pivotal.state import (
@@ -87,4 +106,21 @@ __all__ = [
     "parse_plan",
     "replay",
     "validate",
+    "CatalogueView",
+    "Escalation",
+    "OpenAIConfig",
+    "OpenAIPlanner",
+    "Planner",
+    "PlannerError",
+    "PlannerInfo",
+    "PlanningRun",
+    "PlanRequest",
+    "Proposal",
+    "RouterPlanner",
+    "Rule",
+    "RulePlanner",
+    "ScriptedPlanner",
+    "catalogue_schema",
+    "plan_and_submit",
+    "render_catalogue",
 ]

@@ -297,6 +297,13 @@ def dead_letters_list(
         out.print(render.dead_letters_table(items))
 
 
+from pivotal.planning.cli import escalations_cli, plan_command, shadow_cli  # noqa: E402
+
+cli.command("plan")(plan_command)
+cli.add_typer(escalations_cli, name="escalations")
+cli.add_typer(shadow_cli, name="shadow")
+
+
 def main() -> None:
     import pivotal.cli_ops  # noqa: F401  (registers the operations commands)
 

@@ -133,4 +133,3 @@ def dead_letters_resolve(
 
     _run(ctx, work)
     out.print(f"dead letter {dead_letter_id}: resolved by {by}")
-

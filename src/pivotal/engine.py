@@ -365,7 +365,7 @@ class SagaRun:
                 return
             # Retries ran out, or a retry was refused after an earlier attempt whose
             # outcome was never known: that attempt may have taken effect.
-            await self._settle_doubt(index, attempt, error)
+            await self._settle_doubt(index, attempt, error, outcome)
             return
 
     async def _succeed(self, index: int, result: Any, via: str = "action") -> None:
@@ -379,10 +379,14 @@ class SagaRun:
         at = self.clock.now() + policy.delay(attempt, self.rng)
         await self.emit(self.event(type, index, attempt, error=error, next_attempt_at=at))
 
-    async def _settle_doubt(self, index: int, attempt: int, error: str) -> None:
-        """An attempt may have taken effect: settle by lookup, else record it unknown."""
+    async def _settle_doubt(self, index: int, attempt: int, error: str, outcome: Outcome) -> None:
+        """An attempt may have taken effect: settle by lookup, else record it unknown.
+
+        After an ``Abort`` an effect found by lookup is not a success: the step is recorded
+        with an unknown outcome so that compensation undoes it.
+        """
         found, result = await self._lookup(index, attempt)
-        if found:
+        if found and outcome is not Outcome.ABORT:
             await self._succeed(index, result, via="lookup")
         elif found is False:
             await self.emit(

@@ -56,6 +56,6 @@ class ThresholdPolicy:
             return None
         who = f" for tier {tier!r}" if tier else ""
         return ApprovalRequirement(
-            f"{step} {self.field}={value:g} exceeds the approval threshold {limit:g}{who}",
+            f"{step} {self.field}={float(value):g} exceeds the approval threshold {limit:g}{who}",
             self.expires_in,
         )

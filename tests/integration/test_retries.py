@@ -20,10 +20,9 @@ from pivotal.examples.commerce.catalogues import CreateShipment, ReserveStock
 
 
 async def test_transient_failures_are_retried_into_success(
-    orchestrator, store, services, faults, clock, checkout_plan, check
+    orchestrator, store, services, faults, checkout_plan, check
 ) -> None:
     faults.next("reserve", Fault.TRANSIENT, Fault.TRANSIENT)
-    started_at = clock.now()
 
     state = await orchestrator.execute(checkout_plan("o-1"), saga_id="tr")
 
@@ -50,7 +49,6 @@ async def test_transient_failures_are_retried_into_success(
     # each retry waited for its scheduled time on the fake clock
     assert starts[1].at == retries[0].data["next_attempt_at"]
     assert starts[2].at == retries[1].data["next_attempt_at"]
-    assert clock.now() >= started_at
 
     await check("tr")
 

@@ -38,9 +38,7 @@ class PlanRequest(BaseModel):
     text: str = Field(default="", max_length=8000)
     context: dict[str, Scalar] = Field(default_factory=dict)
     catalogue: str | None = Field(default=None, min_length=1, max_length=128)
-    request_id: str = Field(
-        default_factory=new_request_id, pattern=r"^[A-Za-z0-9_.:\-]{1,128}$"
-    )
+    request_id: str = Field(default_factory=new_request_id, pattern=r"^[A-Za-z0-9_.:\-]{1,128}$")
     source_document_id: str | None = Field(default=None, max_length=256)
 
     @field_validator("context")

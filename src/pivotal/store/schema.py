@@ -86,4 +86,50 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (saga_id, seq)
     );
     """,
+    # 2: planning runs with every attempt, and escalations for a person.
+    """
+    CREATE TABLE planning_runs (
+        run_id TEXT PRIMARY KEY,
+        mode TEXT NOT NULL,
+        batch_id TEXT,
+        request_id TEXT NOT NULL,
+        request TEXT NOT NULL,
+        catalogue TEXT NOT NULL,
+        planner TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        plan TEXT,
+        saga_id TEXT,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX planning_runs_batch ON planning_runs(mode, batch_id, created_at);
+    CREATE TABLE planning_attempts (
+        run_id TEXT NOT NULL REFERENCES planning_runs(run_id),
+        n INTEGER NOT NULL,
+        actor_type TEXT NOT NULL,
+        actor_id TEXT NOT NULL,
+        model TEXT,
+        prompt_version TEXT,
+        plan TEXT,
+        rationale TEXT NOT NULL,
+        errors TEXT NOT NULL,
+        accepted INTEGER NOT NULL,
+        repeat_of INTEGER,
+        raw_reply TEXT,
+        at REAL NOT NULL,
+        PRIMARY KEY (run_id, n)
+    );
+    CREATE TABLE escalations (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL UNIQUE REFERENCES planning_runs(run_id),
+        status TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        resolved_at REAL,
+        resolved_by TEXT,
+        resolution TEXT,
+        saga_id TEXT
+    );
+    CREATE INDEX escalations_status ON escalations(status, created_at);
+    """,
 )

@@ -11,11 +11,14 @@ from typing import Any
 from rich.console import Console
 from rich.rule import Rule
 from rich.table import Table
+from rich.text import Text
 
 from pivotal.examples.commerce import CommerceApp, create_app
 from pivotal.examples.commerce.faults import Fault, Faults
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import ActorType, Plan, Provenance
+from pivotal.planning import PlanRequest, ScriptedPlanner, plan_and_submit
+from pivotal.planning.views import attempts_table
 from pivotal.render import status_text, timeline
 from pivotal.state import SagaState, SagaStatus
 from pivotal.store.sqlite import SQLiteStore
@@ -151,6 +154,55 @@ async def play(
     return state
 
 
+PLANNED = "fulfilment: order 4471 planned by a scripted agent, re-planned once"
+
+
+def scripted_agent() -> ScriptedPlanner:
+    """Stands in for a model: first the plan with a goodwill credit, then the plan without."""
+    accepted = fulfilment_plan("4471", "180").model_dump(mode="json")
+    steps = list(accepted["steps"])
+    credit = call("apply_goodwill_credit", order_id="4471", amount="20")
+    return ScriptedPlanner(
+        [
+            {
+                "catalogue": "fulfilment",
+                "steps": [*steps[:2], credit, *steps[2:]],
+                "rationale": "Ship from the closer warehouse (B); credit 20 for the delay.",
+            },
+            {"catalogue": "fulfilment", "steps": steps, "rationale": accepted["rationale"]},
+        ]
+    )
+
+
+async def play_planned(
+    orchestrator: Orchestrator, app: CommerceApp, saga_id: str, console: Console
+) -> tuple[Scenario, SagaState]:
+    """The 002 worked example: a proposal with a step the catalogue lacks, a re-plan, the
+    approval pause."""
+    app.services.faults.clear()
+    app.services.order("4471", customer="c-4471")
+    console.print(Rule(f"[bold]{PLANNED}"))
+    console.print("[dim]planner: scripted (it replays two fixed proposals; no model is called)[/]")
+    request = PlanRequest(
+        text="Ship from the closer warehouse, and I expect something for the delay.",
+        context={"order_id": "4471", "amount": "180", "sku": "lamp", "warehouse": "B"},
+        catalogue="fulfilment",
+        source_document_id="email-4471",
+    )
+    run = await plan_and_submit(request, scripted_agent(), orchestrator, saga_id=saga_id)
+    console.print(attempts_table(run.attempts, args=False))
+    if run.plan is None or run.saga_id is None:
+        raise RuntimeError(f"the scripted re-plan was not accepted: {run.summary()}")
+    state = await orchestrator.run(run.saga_id)
+    if state.approval is not None:
+        console.print(f"[cyan]paused for approval:[/] {state.approval.reason}")
+        console.print("[cyan]rationale shown to the approver:[/]", Text(state.approval.rationale))
+    console.print(timeline(state, await orchestrator.store.events(state.saga_id)))
+    console.print("outcome:", status_text(state.status), state.reason or "")
+    scenario = Scenario(PLANNED, run.plan, lambda f: None, SagaStatus.AWAITING_APPROVAL)
+    return scenario, state
+
+
 def _fresh_app(out: Path) -> CommerceApp:
     out.mkdir(parents=True, exist_ok=True)
     for name in ("pivotal.db", "commerce.db"):
@@ -170,6 +222,8 @@ async def run_demo(out: Path, console: Console | None = None) -> list[tuple[Scen
         for n, scenario in enumerate(scenarios(), 1):
             saga_id = f"demo-{n}"
             results.append((scenario, await play(orchestrator, app, scenario, saga_id, console)))
+        saga_id = f"demo-{len(results) + 1}"
+        results.append(await play_planned(orchestrator, app, saga_id, console))
     app.services.close()
     summary = Table(title="outcomes", title_justify="left", header_style="dim")
     for col in ("scenario", "saga", "outcome", "as expected"):

@@ -1,9 +1,19 @@
-"""Scripted faults for the simulated services: what the next call of an operation does."""
+"""Scripted faults for the simulated services: what the next call of an operation does.
+
+Once bound to the services' database the schedule is shared by every process using it and
+survives a crash, as a flaky provider's behaviour would.
+"""
 
 from __future__ import annotations
 
+import sqlite3
 from collections import defaultdict, deque
 from enum import StrEnum
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS faults (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "op TEXT NOT NULL, fault TEXT, always INTEGER NOT NULL)"
+)
 
 
 class Fault(StrEnum):
@@ -19,23 +29,63 @@ class Faults:
     def __init__(self) -> None:
         self._queued: dict[str, deque[Fault | None]] = defaultdict(deque)
         self._always: dict[str, Fault] = {}
+        self._db: sqlite3.Connection | None = None
+
+    def bind(self, db: sqlite3.Connection) -> None:
+        """Keep the schedule in ``db`` from now on, starting with what is queued here."""
+        db.execute(_SCHEMA)
+        self._db = db
+        queued, always = self._queued, self._always
+        self._queued, self._always = defaultdict(deque), {}
+        for op, faults in queued.items():
+            self.next(op, *faults)
+        for op, fault in always.items():
+            self.always(op, fault)
 
     def next(self, op: str, *faults: Fault | None) -> Faults:
         """The next calls of ``op`` meet these faults in order (``None``: no fault)."""
-        self._queued[op].extend(faults)
+        if self._db is None:
+            self._queued[op].extend(faults)
+        else:
+            self._db.executemany(
+                "INSERT INTO faults (op, fault, always) VALUES (?, ?, 0)",
+                [(op, f.value if f else None) for f in faults],
+            )
         return self
 
     def always(self, op: str, fault: Fault) -> Faults:
         """Every call of ``op`` after the queued ones meets ``fault``."""
-        self._always[op] = fault
+        if self._db is None:
+            self._always[op] = fault
+        else:
+            self._db.execute("DELETE FROM faults WHERE op = ? AND always = 1", (op,))
+            self._db.execute(
+                "INSERT INTO faults (op, fault, always) VALUES (?, ?, 1)", (op, fault.value)
+            )
         return self
 
     def clear(self) -> None:
         self._queued.clear()
         self._always.clear()
+        if self._db is not None:
+            self._db.execute("DELETE FROM faults")
 
     def take(self, op: str) -> Fault | None:
-        queue = self._queued.get(op)
-        if queue:
-            return queue.popleft()
-        return self._always.get(op)
+        """The fault the next call of ``op`` meets, consumed from the queue."""
+        if self._db is None:
+            queue = self._queued.get(op)
+            if queue:
+                return queue.popleft()
+            return self._always.get(op)
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute(
+                "SELECT id, fault, always FROM faults WHERE op = ? ORDER BY always, id LIMIT 1",
+                (op,),
+            ).fetchone()
+            if row is not None and not row[2]:
+                db.execute("DELETE FROM faults WHERE id = ?", (row[0],))
+        finally:
+            db.execute("COMMIT")
+        return None if row is None or row[1] is None else Fault(row[1])

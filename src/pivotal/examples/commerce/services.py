@@ -63,6 +63,7 @@ class CommerceServices:
         if self.path != ":memory:":
             self.db.execute("PRAGMA journal_mode = WAL")
         self.db.executescript(_SCHEMA)
+        self.faults.bind(self.db)
 
     def close(self) -> None:
         self.db.close()
@@ -231,7 +232,12 @@ class CommerceServices:
                 raise Permanent(f"capture of {amount} exceeds the authorized {row[1]}")
             db.execute("UPDATE payments SET status = 'captured' WHERE id = ?", (row[0],))
             db.execute("UPDATE orders SET status = 'paid' WHERE order_id = ?", (order_id,))
-            return {"capture_id": row[0], "amount": str(amount)}
+            cid = _id("cp")
+            db.execute(
+                "INSERT INTO payments VALUES (?, ?, ?, 'capture', ?, 'captured')",
+                (cid, key, order_id, str(amount)),
+            )
+            return {"capture_id": cid, "authorization_id": row[0], "amount": str(amount)}
 
         return self._effect("capture", key, apply)
 

@@ -1,0 +1,97 @@
+"""The commerce scenarios as fault-injection runs: the demo's eight plus a parallel group."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pivotal.examples.commerce import CommerceApp, create_app
+from pivotal.examples.commerce.demo import Scenario, call, checkout_plan, scenarios
+from pivotal.examples.commerce.faults import Fault
+from pivotal.plan import Plan
+from pivotal.testing.chaos import ChaosScenario
+from pivotal.testing.probe import CommerceProbe
+
+
+@dataclass
+class CommerceWorld:
+    """Fresh simulated services (in memory, or in ``folder``) and their probe."""
+
+    app: CommerceApp
+    probe: CommerceProbe
+
+    @classmethod
+    def create(cls, folder: Path | None = None) -> CommerceWorld:
+        app = create_app(":memory:" if folder is None else folder / "commerce.db")
+        return cls(app, CommerceProbe(app.services))
+
+    def close(self) -> None:
+        self.app.services.close()
+
+
+def _parallel_plan() -> Plan:
+    return Plan.model_validate(
+        {
+            "catalogue": "checkout",
+            "steps": [
+                {
+                    "parallel": [
+                        call("reserve_stock", order_id="par-1", sku="sku-1", quantity=1),
+                        call(
+                            "reserve_stock",
+                            order_id="par-1",
+                            sku="sku-2",
+                            quantity=1,
+                            warehouse="B",
+                        ),
+                    ]
+                },
+                call("charge_payment", order_id="par-1", amount="20.00"),
+                call("create_shipment", order_id="par-1"),
+            ],
+            "rationale": "two warehouses at once",
+        }
+    )
+
+
+def _preparer(scenario: Scenario) -> Callable[[CommerceWorld], None]:
+    def prepare(world: CommerceWorld) -> None:
+        services = world.app.services
+        for order in ("4471", "4472"):
+            services.order(order, customer=f"c-{order}")
+        scenario.faults(services.faults)
+
+    return prepare
+
+
+def chaos_scenarios() -> list[ChaosScenario[CommerceWorld]]:
+    """Every demo scenario, then a parallel group that ships and one that is refused."""
+    out: list[ChaosScenario[CommerceWorld]] = []
+    for n, s in enumerate(scenarios(), 1):
+
+        def prepare(world: CommerceWorld, s: object = s) -> None:
+            services = world.app.services
+            for order in ("4471", "4472"):
+                services.order(order, customer=f"c-{order}")
+            s.faults(services.faults)  # type: ignore[attr-defined]
+
+        out.append(ChaosScenario(f"demo-{n}", s.plan, prepare, approve=s.approve))
+    out.append(ChaosScenario("parallel-ok", _parallel_plan()))
+    out.append(
+        ChaosScenario(
+            "parallel-refused",
+            _parallel_plan(),
+            lambda world: world.app.services.faults.always("ship", Fault.PERMANENT),
+        )
+    )
+    out.append(
+        ChaosScenario(
+            "checkout-flaky",
+            checkout_plan("flaky-1"),
+            lambda world: world.app.services.faults.next(
+                "charge", Fault.TIMEOUT_AFTER_EFFECT, Fault.TRANSIENT
+            ).next("release", Fault.TIMEOUT_AFTER_EFFECT),
+        )
+    )
+    return out

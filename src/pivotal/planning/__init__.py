@@ -1,0 +1,89 @@
+"""Planning: turning requests into proposed plans, with bounded re-planning.
+
+Planners (rules, a router, OpenAI-compatible models, scripted proposals) return data; the
+loop validates every proposal, returns the errors for a re-plan, and escalates to a person
+when the cap is reached. Shadow mode scores planners on real requests without executing.
+"""
+
+from pivotal.planning.base import (
+    Attempt,
+    AttemptError,
+    Planner,
+    PlannerInfo,
+    PlannerTurn,
+    PlanRequest,
+    Proposal,
+)
+from pivotal.planning.commerce import commerce_rules
+from pivotal.planning.errors import (
+    EscalationClosed,
+    EscalationNotFound,
+    NoRuleMatched,
+    PlannerConfigError,
+    PlannerError,
+    PlannerRefused,
+    PlannerReplyMalformed,
+    PlannerUnavailable,
+    RequestInvalid,
+)
+from pivotal.planning.escalations import resolve_escalation
+from pivotal.planning.ledger import PlanningLedger, planning_ledger
+from pivotal.planning.loop import plan_and_submit, propose_plan
+from pivotal.planning.openai import OpenAIConfig, OpenAIPlanner
+from pivotal.planning.records import (
+    Escalation,
+    EscalationStatus,
+    PlanningMode,
+    PlanningOutcome,
+    PlanningRun,
+)
+from pivotal.planning.render import CatalogueView, catalogue_schema, render_catalogue
+from pivotal.planning.router import RouterPlanner
+from pivotal.planning.rules import Rule, RulePlanner
+from pivotal.planning.scripted import ScriptedPlanner
+from pivotal.planning.shadow import ShadowReport, read_requests, run_shadow, shadow_report
+from pivotal.planning.spec import planner_from_spec
+
+__all__ = [
+    "Attempt",
+    "AttemptError",
+    "CatalogueView",
+    "Escalation",
+    "EscalationClosed",
+    "EscalationNotFound",
+    "EscalationStatus",
+    "NoRuleMatched",
+    "OpenAIConfig",
+    "OpenAIPlanner",
+    "PlanRequest",
+    "Planner",
+    "PlannerConfigError",
+    "PlannerError",
+    "PlannerInfo",
+    "PlannerRefused",
+    "PlannerReplyMalformed",
+    "PlannerTurn",
+    "PlannerUnavailable",
+    "PlanningLedger",
+    "PlanningMode",
+    "PlanningOutcome",
+    "PlanningRun",
+    "Proposal",
+    "RequestInvalid",
+    "RouterPlanner",
+    "Rule",
+    "RulePlanner",
+    "ScriptedPlanner",
+    "ShadowReport",
+    "catalogue_schema",
+    "commerce_rules",
+    "plan_and_submit",
+    "planner_from_spec",
+    "planning_ledger",
+    "propose_plan",
+    "read_requests",
+    "render_catalogue",
+    "resolve_escalation",
+    "run_shadow",
+    "shadow_report",
+]

@@ -1,0 +1,167 @@
+"""Run a catalogue through crashes at every protocol point and check the invariants."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+from pivotal.app import App
+from pivotal.clock import FakeClock
+from pivotal.errors import LeaseLost
+from pivotal.hooks import Hook
+from pivotal.orchestrator import Orchestrator
+from pivotal.plan import Plan
+from pivotal.state import ApprovalStatus, SagaState, SagaStatus
+from pivotal.store.base import Store
+from pivotal.store.sqlite import SQLiteStore
+from pivotal.testing.crash import CrashAt, CrashSite, SimulatedCrash, Trace
+from pivotal.testing.invariants import Violation, check_invariants
+from pivotal.testing.probe import EffectProbe
+from pivotal.worker import Sweeper
+
+SAGA_ID = "chaos-saga"
+LEASE_TTL = 30.0
+
+
+class World(Protocol):
+    """Your providers for one run: the app bound to them and a probe of their state."""
+
+    @property
+    def app(self) -> App: ...
+
+    @property
+    def probe(self) -> EffectProbe: ...
+
+    def close(self) -> None: ...
+
+
+W = TypeVar("W", bound=World)
+
+
+@dataclass(frozen=True)
+class ChaosScenario(Generic[W]):
+    """A plan, the provider faults it meets, and whether a person approves its pivot."""
+
+    name: str
+    plan: Plan
+    prepare: Callable[[W], object] = lambda world: None
+    approve: bool = True
+
+
+@dataclass
+class RunResult:
+    scenario: str
+    crashes: tuple[CrashSite, ...]
+    fired: int  # how many of the crashes were reached
+    status: SagaStatus
+    violations: list[Violation] = field(default_factory=list)
+
+
+async def until_quiet(
+    orchestrator: Orchestrator, clock: FakeClock, saga_id: str, *, approve: bool
+) -> SagaState:
+    """Run the saga until it rests; approve its pivot when asked; wait out due retries."""
+    while True:
+        state = await orchestrator.run(saga_id)
+        a = state.approval
+        if (
+            state.status is SagaStatus.AWAITING_APPROVAL
+            and approve
+            and a is not None
+            and a.status is ApprovalStatus.PENDING
+        ):
+            await orchestrator.approve(saga_id, "chaos-approver", run=False)
+            continue
+        if state.status.terminal or state.status is SagaStatus.AWAITING_APPROVAL:
+            return state
+        if state.wake_at is not None:
+            clock.advance(state.wake_at - clock.now())
+
+
+async def recover(
+    store: Store,
+    app: App,
+    clock: FakeClock,
+    saga_id: str,
+    *,
+    approve: bool,
+    hooks: Sequence[Hook | None] = (),
+    seed: int = 0,
+) -> tuple[SagaState, int]:
+    """Run the saga with one fresh 'process' per hook; a crash ends that process.
+
+    After each crash the dead process's lease runs out and the sweeper frees it, as it would
+    in production. Returns the final state and how many crashes fired.
+    """
+    fired = 0
+    for generation, hook in enumerate([*hooks, None]):
+        orch = Orchestrator(
+            store,
+            app,
+            clock=clock,
+            rng=random.Random(seed + generation),
+            owner=f"process-{generation}",
+            lease_ttl=LEASE_TTL,
+            hook=hook,
+        )
+        try:
+            return await until_quiet(orch, clock, saga_id, approve=approve), fired
+        except SimulatedCrash:
+            fired += 1
+            clock.advance(LEASE_TTL + 1)
+            await Sweeper(orch).sweep()
+        except LeaseLost:
+            clock.advance(LEASE_TTL + 1)
+    raise AssertionError("unreachable: the last process runs without a hook")
+
+
+async def run_in_process(
+    make_world: Callable[[], W],
+    scenario: ChaosScenario[W],
+    crashes: Sequence[CrashSite] = (),
+    *,
+    seed: int = 0,
+) -> RunResult:
+    """One run on fresh providers and an in-memory ledger, crashing at ``crashes`` in turn."""
+    world = make_world()
+    scenario.prepare(world)
+    store = SQLiteStore(":memory:")
+    await store.open()
+    try:
+        clock = FakeClock()
+        submitter = Orchestrator(store, world.app, clock=clock, owner="submitter")
+        await submitter.submit(scenario.plan, saga_id=SAGA_ID)
+        state, fired = await recover(
+            store,
+            world.app,
+            clock,
+            SAGA_ID,
+            approve=scenario.approve,
+            hooks=[CrashAt(site) for site in crashes],
+            seed=seed,
+        )
+        violations = await check_invariants(store, world.probe, [SAGA_ID])
+        return RunResult(scenario.name, tuple(crashes), fired, state.status, violations)
+    finally:
+        await store.close()
+        world.close()
+
+
+async def trace(make_world: Callable[[], W], scenario: ChaosScenario[W]) -> list[CrashSite]:
+    """Every crash site the scenario reaches when nothing crashes."""
+    world = make_world()
+    scenario.prepare(world)
+    recorder = Trace()
+    store = SQLiteStore(":memory:")
+    await store.open()
+    try:
+        clock = FakeClock()
+        orch = Orchestrator(store, world.app, clock=clock, hook=recorder)
+        await orch.submit(scenario.plan, saga_id=SAGA_ID)
+        await until_quiet(orch, clock, SAGA_ID, approve=scenario.approve)
+        return recorder.sites
+    finally:
+        await store.close()
+        world.close()
