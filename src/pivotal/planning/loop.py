@@ -30,6 +30,7 @@ from pivotal.validation import validate
 
 DEFAULT_MAX_REPLANS = 2
 MAX_PLAN_CHARS = 64_000  # a proposal larger than this is refused unread
+MAX_RAW_CHARS = 16_000  # how much of a planner's verbatim reply the record keeps
 REPEATED_PROPOSAL = "repeated_proposal"
 PLAN_MALFORMED = "plan_malformed"
 PLAN_TOO_LARGE = "plan_too_large"
@@ -79,7 +80,9 @@ async def propose_plan(
         except PlannerError as exc:
             error = AttemptError(code=exc.code, message=str(exc))
             by = exc.by or planner.info
-            attempts.append(Attempt(n=n, by=by, errors=(error,), raw_reply=exc.raw, at=clock.now()))
+            attempts.append(
+                Attempt(n=n, by=by, errors=(error,), raw_reply=_clip(exc.raw), at=clock.now())
+            )
             if exc.final:
                 break
             continue
@@ -95,7 +98,7 @@ async def propose_plan(
         catalogue=catalogue.name,
         planner=planner.info,
         attempts=tuple(attempts),
-        outcome=PlanningOutcome.ACCEPTED if accepted else PlanningOutcome.REJECTED,
+        outcome=PlanningOutcome.ACCEPTED if accepted is not None else PlanningOutcome.REJECTED,
         plan=accepted,
         created_at=clock.now(),
     )
@@ -121,7 +124,7 @@ def _judge(
         by=proposal.by,
         plan=proposal.plan,
         rationale=rationale,
-        raw_reply=proposal.raw,
+        raw_reply=_clip(proposal.raw),
         at=clock.now(),
     )
     if len(_canonical(proposal.plan)) > MAX_PLAN_CHARS:
@@ -167,6 +170,12 @@ def _provenance(proposal: Proposal, request: PlanRequest, run_id: str) -> Proven
     )
 
 
+def _clip(raw: str | None) -> str | None:
+    if raw is None or len(raw) <= MAX_RAW_CHARS:
+        return raw
+    return raw[:MAX_RAW_CHARS] + f"… [{len(raw) - MAX_RAW_CHARS} more characters not kept]"
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
@@ -176,8 +185,8 @@ def _canonical(value: Any) -> str:
 
 
 def _digest(data: dict[str, Any]) -> str:
-    """What makes two proposals the same: the catalogue and the steps, not the rationale."""
-    shape = {"catalogue": data.get("catalogue"), "steps": data.get("steps")}
+    """What makes two proposals the same: everything judged, so not rationale or provenance."""
+    shape = {k: v for k, v in data.items() if k not in ("rationale", "provenance")}
     return hashlib.sha256(_canonical(shape).encode()).hexdigest()
 
 

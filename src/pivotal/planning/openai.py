@@ -216,6 +216,8 @@ def _error_detail(response: httpx.Response) -> str:
         return _snip(error["message"])
     if isinstance(error, str):
         return _snip(error)
+    if isinstance(body, dict) and isinstance(body.get("message"), str):  # vLLM's shape
+        return _snip(body["message"])
     return _snip(json.dumps(body))
 
 

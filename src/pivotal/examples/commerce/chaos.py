@@ -2,16 +2,40 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from pivotal.examples.commerce import CommerceApp, create_app
 from pivotal.examples.commerce.demo import Scenario, call, checkout_plan, scenarios
 from pivotal.examples.commerce.faults import Fault
+from pivotal.examples.commerce.services import CommerceServices
 from pivotal.plan import Plan
 from pivotal.testing.chaos import ChaosScenario
-from pivotal.testing.probe import CommerceProbe
+
+
+class CommerceProbe:
+    """The probe for the bundled commerce services."""
+
+    _IN_PLACE = (
+        ("reservations", "status = 'active'"),
+        ("payments", "status IN ('charged', 'authorized', 'captured')"),
+        ("shipments", "status = 'created'"),
+        ("emails", "1 = 1"),
+    )
+
+    def __init__(self, services: CommerceServices) -> None:
+        self.services = services
+
+    def effects(self) -> Mapping[str, int]:
+        return self.services.effects_per_key()
+
+    def in_place(self, key: str) -> bool:
+        db = self.services.db
+        return any(
+            db.execute(f"SELECT 1 FROM {table} WHERE key = ? AND {cond}", (key,)).fetchone()
+            for table, cond in self._IN_PLACE
+        )
 
 
 @dataclass

@@ -1,0 +1,120 @@
+"""Every crash site of every commerce scenario, and random crash-and-fault schedules."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pivotal.examples.commerce import Fault
+from pivotal.examples.commerce.chaos import CommerceWorld, chaos_scenarios
+from pivotal.testing import Chaos, ChaosScenario, CrashSite, Point, run_in_process, trace
+from pivotal.testing.plugin import _REPORT
+
+SCENARIOS = chaos_scenarios()
+OPS = (
+    "reserve",
+    "charge",
+    "ship",
+    "authorize",
+    "capture",
+    "email",
+    "release",
+    "refund",
+    "void",
+    "cancel_shipment",
+)
+
+
+async def test_every_crash_site_of_every_scenario(pivotal_chaos: Chaos) -> None:
+    results = await pivotal_chaos.explore(CommerceWorld.create, SCENARIOS)
+
+    crashed = [r for r in results if r.crashes]
+    assert len(crashed) >= 150
+    assert all(r.fired == 1 for r in crashed), "a traced site was not reached again"
+    points = {r.crashes[0].point for r in crashed}
+    assert points == set(Point), f"crash points never exercised: {set(Point) - points}"
+    assert {r.scenario for r in results} == {s.name for s in SCENARIOS}
+
+
+def _with_faults(
+    scenario: ChaosScenario[CommerceWorld], extra: dict[str, list[Fault | None]]
+) -> ChaosScenario[CommerceWorld]:
+    def prepare(world: CommerceWorld) -> None:
+        scenario.prepare(world)
+        for op, faults in extra.items():
+            world.app.services.faults.next(op, *faults)
+
+    return ChaosScenario(scenario.name, scenario.plan, prepare, scenario.approve)
+
+
+fault = st.one_of(st.none(), st.sampled_from(list(Fault)))
+
+
+@functools.cache
+def reachable(name: str) -> list[CrashSite]:
+    """The sites a scenario reaches without crashing; later crashes may reach them again."""
+    scenario = next(s for s in SCENARIOS if s.name == name)
+    return asyncio.run(trace(CommerceWorld.create, scenario))
+
+
+@st.composite
+def schedules(draw: st.DrawFn) -> tuple[ChaosScenario[CommerceWorld], list[CrashSite]]:
+    scenario = draw(st.sampled_from(SCENARIOS))
+    site = st.one_of(
+        st.sampled_from(reachable(scenario.name)),
+        st.builds(CrashSite, st.sampled_from(list(Point)), st.integers(0, 4), st.integers(1, 3)),
+    )
+    return scenario, draw(st.lists(site, min_size=1, max_size=3))
+
+
+@settings(
+    max_examples=2000,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    schedule=schedules(),
+    extra=st.fixed_dictionaries({op: st.lists(fault, max_size=3) for op in OPS}),
+    seed=st.integers(0, 10_000),
+)
+def test_random_crash_and_fault_schedules(
+    schedule: tuple[ChaosScenario[CommerceWorld], list[CrashSite]],
+    extra: dict[str, list[Fault | None]],
+    seed: int,
+    request: object,
+) -> None:
+    scenario, crashes = schedule
+    report = request.config.stash[_REPORT]  # type: ignore[attr-defined]
+    result = asyncio.run(
+        run_in_process(CommerceWorld.create, _with_faults(scenario, extra), crashes, seed=seed)
+    )
+    report.add("random", result)
+    Chaos.assert_clean([result])
+
+
+async def test_the_invariants_catch_a_provider_that_ignores_keys() -> None:
+    def careless_world() -> CommerceWorld:
+        world = CommerceWorld.create()
+        services = world.app.services
+        original: Callable[..., object] = services._effect
+
+        def forgetful(op: str, key: str, apply: Callable[..., dict[str, object]]) -> object:
+            services.db.execute("DELETE FROM effects WHERE key = ?", (key,))
+            return original(op, key, apply)
+
+        services._effect = forgetful  # type: ignore[method-assign]
+        services.find = lambda key: None  # type: ignore[method-assign]
+        return world
+
+    scenario = next(s for s in SCENARIOS if s.name == "demo-1")
+    crash = CrashSite(Point.AFTER_EFFECT, 1)
+    result = await run_in_process(careless_world, scenario, [crash])
+
+    assert result.fired == 1
+    assert any(v.rule == "effect_once" for v in result.violations)
