@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import random
+import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from pivotal import Catalogue, FakeClock, Orchestrator, Plan, SagaState, SQLiteStore, parse_plan
 from pivotal.examples.commerce import CommerceApp, CommerceServices, Faults, create_app
+from pivotal.store import Store
+from pivotal.store.postgres import PostgresStore
 
 PlanBuilder = Callable[..., Plan]
 Checker = Callable[[str], Awaitable[SagaState]]
@@ -23,9 +30,57 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+def _admin_url() -> str:
+    return os.environ.get("PIVOTAL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def _database_url(name: str) -> str:
+    return _admin_url().rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    """A migrated database built once per session; each test clones it."""
+    try:
+        admin = psycopg.connect(_admin_url(), autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL is required in CI and is not reachable: {exc}")
+        pytest.skip(f"PostgreSQL not reachable: {exc}")
+    name = f"pivotal_template_{os.getpid()}"
+    with admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {name}")
+
+        async def migrate() -> None:
+            async with PostgresStore(_database_url(name), migrate=True):
+                pass
+
+        with ThreadPoolExecutor(1) as pool:  # fixtures may be set up inside a running loop
+            pool.submit(asyncio.run, migrate()).result()
+        yield name
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    ledger = SQLiteStore(tmp_path / "ledger.db")
+def postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database for one test, cloned from the session's template."""
+    template = request.getfixturevalue("postgres_template")
+    name = f"pivotal_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(_admin_url(), autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
+        yield _database_url(name)
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """Every test that uses the ledger runs once per backend."""
+    ledger: SQLiteStore | PostgresStore
+    if request.param == "sqlite":
+        ledger = SQLiteStore(tmp_path / "ledger.db")
+    else:
+        ledger = PostgresStore(request.getfixturevalue("postgres_url"))
     await ledger.open()
     yield ledger
     await ledger.close()
@@ -49,12 +104,12 @@ def services(app: CommerceApp) -> CommerceServices:
 
 
 @pytest.fixture
-def orchestrator(store: SQLiteStore, app: CommerceApp, clock: FakeClock) -> Orchestrator:
+def orchestrator(store: Store, app: CommerceApp, clock: FakeClock) -> Orchestrator:
     return Orchestrator(store, app, clock=clock, rng=random.Random(0))
 
 
 @pytest.fixture
-def make_orchestrator(store: SQLiteStore, clock: FakeClock) -> Callable[[Catalogue], Orchestrator]:
+def make_orchestrator(store: Store, clock: FakeClock) -> Callable[[Catalogue], Orchestrator]:
     """An orchestrator over a custom catalogue, sharing the ledger and the clock."""
 
     def make(catalogue: Catalogue) -> Orchestrator:

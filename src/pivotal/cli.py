@@ -13,6 +13,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from pivotal import render
 from pivotal.app import App, load_app
@@ -92,17 +93,22 @@ def _run(ctx: typer.Context, work: Callable[[Settings], Coroutine[Any, Any, T]])
         _print_errors(exc.errors)
         raise typer.Exit(1) from None
     except PlanParseError as exc:
-        err.print(f"[red]error[/] [{exc.code}] {exc}", highlight=False)
+        _print_error(exc)
         raise typer.Exit(1) from None
     except PivotalError as exc:
-        err.print(f"[red]error[/] [{exc.code}] {exc}", highlight=False)
+        _print_error(exc)
         raise typer.Exit(2) from None
 
 
+def _print_error(exc: PivotalError) -> None:
+    err.print(Text.assemble(("error", "red"), f" [{exc.code}] {exc}"), highlight=False)
+
+
 def _print_errors(errors: tuple[PlanError, ...] | list[PlanError]) -> None:
-    err.print(f"[red]plan rejected[/] with {len(errors)} error(s):")
+    err.print(Text.assemble(("plan rejected", "red"), f" with {len(errors)} error(s):"))
     for e in errors:
-        err.print(f"  [bold]{e.code.value}[/] at {e.where()}: {e.message}", highlight=False)
+        line = Text.assemble("  ", (e.code.value, "bold"), f" at {e.where()}: {e.message}")
+        err.print(line, highlight=False)
 
 
 @asynccontextmanager

@@ -86,9 +86,9 @@ def timeline(state: SagaState, events: Sequence[Event]) -> Table:
         table.add_row(
             f"{(e.at - start) * 1000:.0f}",
             Text(e.type.value, style=EVENT_STYLE.get(e.type, "")),
-            name,
+            Text(name),
             "" if e.attempt is None else str(e.attempt),
-            _detail(e),
+            Text(_detail(e)),
         )
     return table
 
@@ -101,12 +101,12 @@ def steps_table(state: SagaState) -> Table:
         undo = "" if r.undo_status.value == "none" else f"{r.undo_status.value} ({r.undo_attempts})"
         table.add_row(
             str(r.index) + ("" if r.group is None else f" ∥{r.group}"),
-            r.name,
+            Text(r.name),
             r.kind,
             r.status.value,
             str(r.attempts),
             undo,
-            _short(r.undo_error or r.error or r.result, 70),
+            Text(_short(r.undo_error or r.error or r.result, 70)),
         )
     return table
 
@@ -116,20 +116,20 @@ def saga_view(
 ) -> Group:
     head = Table.grid(padding=(0, 2))
     head.add_row("saga", Text(state.saga_id, style="bold"))
-    head.add_row("catalogue", state.catalogue)
+    head.add_row("catalogue", Text(state.catalogue))
     head.add_row("status", status_text(state.status))
     if state.reason:
-        head.add_row("reason", state.reason)
+        head.add_row("reason", Text(state.reason))
     head.add_row("created", when(state.created_at))
     if provenance is not None:
         fields = provenance.model_dump(exclude_none=True, mode="json")
-        head.add_row("provenance", ", ".join(f"{k}={v}" for k, v in fields.items()))
+        head.add_row("provenance", Text(", ".join(f"{k}={v}" for k, v in fields.items())))
     if rationale:
-        head.add_row("rationale", rationale)
+        head.add_row("rationale", Text(rationale))
     if state.approval is not None:
         a = state.approval
         by = f" by {a.approver}" if a.approver else ""
-        head.add_row("approval", f"{a.status.value}{by} — {a.reason}")
+        head.add_row("approval", Text(f"{a.status.value}{by} — {a.reason}"))
     return Group(
         Panel(head, expand=False),
         steps_table(state),
@@ -143,7 +143,11 @@ def sagas_table(sagas: Iterable[SagaSummary]) -> Table:
         table.add_column(col)
     for s in sagas:
         table.add_row(
-            s.saga_id, s.catalogue, status_text(s.status), when(s.updated_at), _short(s.reason, 80)
+            Text(s.saga_id),
+            Text(s.catalogue),
+            status_text(s.status),
+            when(s.updated_at),
+            Text(_short(s.reason, 80)),
         )
     return table
 
@@ -155,11 +159,11 @@ def approvals_table(items: Iterable[PendingApproval]) -> Table:
     for p in items:
         a = p.approval
         table.add_row(
-            p.saga_id,
-            p.catalogue,
-            p.step_name,
-            a.reason,
-            _short(a.rationale, 60),
+            Text(p.saga_id),
+            Text(p.catalogue),
+            Text(p.step_name),
+            Text(a.reason),
+            Text(_short(a.rationale, 60)),
             when(a.expires_at),
         )
     return table
@@ -172,11 +176,11 @@ def dead_letters_table(items: Iterable[DeadLetter]) -> Table:
     for d in items:
         table.add_row(
             str(d.id),
-            d.saga_id,
-            d.step_name,
-            d.undo_key,
+            Text(d.saga_id),
+            Text(d.step_name),
+            Text(d.undo_key),
             str(d.attempts),
             d.status,
-            _short(d.error, 70),
+            Text(_short(d.error, 70)),
         )
     return table

@@ -127,20 +127,32 @@ class Worker:
             if until_idle and not claimed and not self._tasks and not await self._active():
                 break
             if not claimed:
+                # Wake on a notification (new work), a finished saga, or the poll interval.
+                wake = asyncio.ensure_future(self._wait_for_work(cfg.poll_interval))
                 await asyncio.wait(
-                    {stopping, *self._tasks},
+                    {stopping, wake, *self._tasks},
                     timeout=cfg.poll_interval,
                     return_when=asyncio.FIRST_COMPLETED,
                 )
+                wake.cancel()
         stopping.cancel()
         if self._tasks:
             await asyncio.wait(self._tasks)
         return self.stats
 
+    async def _wait_for_work(self, seconds: float) -> None:
+        try:
+            await self.orchestrator.store.wait_for_work(seconds)
+        except PivotalError:
+            await asyncio.sleep(seconds)
+
     async def _active(self) -> bool:
-        for status in ACTIVE:
-            if await self.orchestrator.store.list_sagas(status, limit=1):
-                return True
+        try:
+            for status in ACTIVE:
+                if await self.orchestrator.store.list_sagas(status, limit=1):
+                    return True
+        except PivotalError:
+            return True
         return False
 
     async def _claim(self) -> int:
@@ -148,9 +160,13 @@ class Worker:
         if free <= 0:
             return 0
         orch = self.orchestrator
-        claims = await orch.store.claim_next(
-            self.owner, self.config.lease_ttl, orch.clock.now(), free
-        )
+        try:
+            claims = await orch.store.claim_next(
+                self.owner, self.config.lease_ttl, orch.clock.now(), free
+            )
+        except PivotalError as exc:  # the ledger is unreachable: try again next round
+            log.warning("%s: claiming failed: %s", self.owner, exc)
+            return 0
         for saga_id, epoch in claims:
             self._leases[saga_id] = epoch
             task = asyncio.create_task(self._run_one(saga_id, epoch), name=f"saga {saga_id}")
@@ -185,16 +201,23 @@ class Worker:
                 self.stats.finished[name] = self.stats.finished.get(name, 0) + 1
         self._leases.pop(saga_id, None)
         self._lost.discard(saga_id)
-        await orch.store.release(saga_id, epoch)
+        try:
+            await orch.store.release(saga_id, epoch)
+        except PivotalError as exc:  # the lease runs out by itself
+            log.warning("%s: releasing saga %s failed: %s", self.owner, saga_id, exc)
 
     async def _heartbeat(self) -> None:
         if not self._leases:
             return
         orch = self.orchestrator
         leases = dict(self._leases)
-        held = await orch.store.heartbeat(
-            self.owner, leases, self.config.lease_ttl, orch.clock.now()
-        )
+        try:
+            held = await orch.store.heartbeat(
+                self.owner, leases, self.config.lease_ttl, orch.clock.now()
+            )
+        except PivotalError as exc:  # leases still run; the next beat tries again
+            log.warning("%s: heartbeat failed: %s", self.owner, exc)
+            return
         for saga_id in set(leases) - held:
             log.warning("%s: lease on saga %s was taken over", self.owner, saga_id)
             self._lost.add(saga_id)

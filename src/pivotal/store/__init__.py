@@ -17,12 +17,18 @@ __all__ = [
 ]
 
 
-def open_store(url: str) -> Store:
-    """A store for ``url``: ``sqlite:///path.db``, ``sqlite:///:memory:`` or a bare path."""
+def open_store(url: str, *, migrate: bool = False) -> Store:
+    """A store for ``url``: ``sqlite:///path.db``, ``sqlite:///:memory:``, a bare path, or
+    ``postgresql://user@host/db``. SQLite applies migrations on open; PostgreSQL does when
+    ``migrate`` is true and otherwise refuses a schema it does not match."""
     if url.startswith("sqlite:///"):
         return SQLiteStore(url.removeprefix("sqlite:///"))
     if url.startswith(("postgres://", "postgresql://")):
-        raise StoreError("PostgreSQL ledgers are not available in this version")
+        from pivotal.store.postgres import PostgresStore
+
+        return PostgresStore(url, migrate=migrate)
     if "://" in url:
-        raise StoreError(f"unsupported ledger URL {url!r}; use sqlite:///path.db")
+        raise StoreError(
+            f"unsupported ledger URL {url!r}; use sqlite:///path.db or postgresql://..."
+        )
     return SQLiteStore(url)

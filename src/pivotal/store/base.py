@@ -103,9 +103,17 @@ class Store(Protocol):
 
     async def release(self, saga_id: str, epoch: int) -> None: ...
 
+    async def wait_for_work(self, seconds: float) -> None:
+        """Return when new work may be runnable (a notification), or after ``seconds``."""
+        ...
+
     async def list_sagas(
         self, status: SagaStatus | None = None, limit: int = 100
     ) -> list[SagaSummary]: ...
+
+    async def lease_of(self, saga_id: str) -> tuple[str | None, int, float | None] | None:
+        """(owner, epoch, expires at) of the saga's lease; owner None when free."""
+        ...
 
     async def pending_approvals(self) -> list[PendingApproval]: ...
 

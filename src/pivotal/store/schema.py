@@ -133,3 +133,13 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX escalations_status ON escalations(status, created_at);
     """,
 )
+
+
+def _for_postgres(ddl: str) -> str:
+    """The same schema in PostgreSQL's types (the DDL above is written to allow it)."""
+    return ddl.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY").replace(
+        " REAL", " DOUBLE PRECISION"
+    )
+
+
+POSTGRES_MIGRATIONS: tuple[str, ...] = tuple(_for_postgres(m) for m in SQLITE_MIGRATIONS)
