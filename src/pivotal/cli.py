@@ -112,9 +112,11 @@ def _print_errors(errors: tuple[PlanError, ...] | list[PlanError]) -> None:
 
 
 @asynccontextmanager
-async def _session(settings: Settings, with_app: bool = True) -> AsyncIterator[Orchestrator]:
+async def _session(
+    settings: Settings, with_app: bool = True, migrate: bool = False
+) -> AsyncIterator[Orchestrator]:
     app = settings.load() if with_app else App([])
-    store: Store = open_store(settings.db)
+    store: Store = open_store(settings.db, migrate=migrate)
     await store.open()
     try:
         yield Orchestrator(store, app)

@@ -22,6 +22,7 @@ from pivotal.cli import (
     out,
 )
 from pivotal.plan import parse_plan
+from pivotal.store import open_store
 from pivotal.worker import Sweeper, SweepReport, Worker, WorkerConfig, WorkerStats
 
 
@@ -57,6 +58,9 @@ def worker(
         bool, typer.Option(help="Exit once no saga is submitted, running or compensating")
     ] = False,
     name: Annotated[str | None, typer.Option(help="Worker name in leases and events")] = None,
+    migrate: Annotated[
+        bool, typer.Option(help="Apply pending ledger migrations before starting")
+    ] = False,
 ) -> None:
     """Claim and run sagas until SIGTERM or SIGINT (then finish the call in flight)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -68,7 +72,7 @@ def worker(
     )
 
     async def work(settings: Settings) -> WorkerStats:
-        async with _session(settings) as orch:
+        async with _session(settings, migrate=migrate) as orch:
             if name:
                 orch.owner = name
             orch.lease_ttl = lease_ttl
@@ -83,6 +87,20 @@ def worker(
         f"worker stopped: {stats.runs} passes, finished {stats.finished or 'none'}, "
         f"{stats.leases_lost} leases lost, {stats.errors} errors"
     )
+
+
+@cli.command()
+def migrate(ctx: typer.Context) -> None:
+    """Bring the ledger's schema up to date (PostgreSQL; SQLite migrates on open)."""
+
+    async def work(settings: Settings) -> str:
+        store = open_store(settings.db, migrate=True)
+        await store.open()
+        await store.close()
+        return settings.db.split("@")[-1]
+
+    where = _run(ctx, work)
+    out.print(f"ledger {where}: schema up to date")
 
 
 @cli.command()
