@@ -8,8 +8,8 @@ import os
 import random
 import uuid
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,17 @@ def postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
     name = f"pivotal_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(_admin_url(), autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
+        yield _database_url(name)
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def postgres_empty_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database with no schema at all."""
+    request.getfixturevalue("postgres_template")  # skips or fails without a server
+    name = f"pivotal_empty_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(_admin_url(), autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
         yield _database_url(name)
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 

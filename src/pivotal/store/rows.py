@@ -173,36 +173,30 @@ RUNNABLE = (
 
 
 def dead_letter_changes(
-    before: SagaState, after: SagaState, events: Sequence[Event]
+    after: SagaState, events: Sequence[Event]
 ) -> list[tuple[str, tuple[Any, ...]]]:
-    """The dead-letter statements a commit implies: park, re-park, or settle."""
+    """The dead-letter statements a commit's events imply: park, park again, or settle."""
     out: list[tuple[str, tuple[Any, ...]]] = []
-    reasons = {
-        e.step: e.data.get("reason") for e in events if e.type is EventType.DEAD_LETTER_RESOLVED
-    }
-    for a, b in zip(before.steps, after.steps, strict=True):
-        if a.undo_status is b.undo_status:
+    for e in events:
+        if e.step is None:
             continue
-        key = undo_key(after.saga_id, b.index)
-        if b.undo_status is UndoStatus.DEAD_LETTERED:
-            out.append(
-                (
-                    DEAD_LETTER_UPSERT,
-                    (
-                        after.saga_id,
-                        b.index,
-                        b.name,
-                        key,
-                        b.undo_error,
-                        b.undo_attempts,
-                        after.updated_at,
-                        b.undo_next_attempt_at,
-                    ),
-                )
+        r, key = after.steps[e.step], undo_key(after.saga_id, e.step)
+        if e.type is EventType.UNDO_DEAD_LETTERED:
+            params = (
+                after.saga_id,
+                r.index,
+                r.name,
+                key,
+                e.data.get("error"),
+                e.attempt or 0,
+                e.at,
+                e.data.get("next_retry_at"),
             )
-        elif b.undo_status in (UndoStatus.DONE, UndoStatus.RESOLVED):
-            resolution = reasons.get(b.index) or "the undo succeeded"
-            out.append((DEAD_LETTER_SETTLE, (after.updated_at, resolution, key)))
+            out.append((DEAD_LETTER_UPSERT, params))
+        elif e.type is EventType.UNDO_SUCCEEDED:
+            out.append((DEAD_LETTER_SETTLE, (e.at, "the undo succeeded", key)))
+        elif e.type is EventType.DEAD_LETTER_RESOLVED:
+            out.append((DEAD_LETTER_SETTLE, (e.at, str(e.data.get("reason")), key)))
     return out
 
 

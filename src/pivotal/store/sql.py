@@ -196,7 +196,7 @@ class SQLStore(ABC):
             )
         if after.approval is not None and after.approval != before.approval:
             stmts.append(Stmt(APPROVAL_UPSERT, rows.approval_row(after.saga_id, after.approval)))
-        stmts += [Stmt(sql, p) for sql, p in rows.dead_letter_changes(before, after, events)]
+        stmts += [Stmt(sql, p) for sql, p in rows.dead_letter_changes(after, events)]
         stmts.append(self._events(after, events))
         if epoch is None:  # a decision from outside a worker (approval, operator)
             stmts += self._notify(after.saga_id)
