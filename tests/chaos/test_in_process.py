@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pivotal.examples.commerce import Fault
 from pivotal.examples.commerce.chaos import CommerceWorld, chaos_scenarios
-from pivotal.testing import Chaos, ChaosScenario, CrashSite, Point, run_in_process, trace
+from pivotal.store import Store
+from pivotal.store.postgres import PostgresStore
+from pivotal.testing import (
+    Chaos,
+    ChaosScenario,
+    CrashSite,
+    Point,
+    RunResult,
+    run_in_process,
+    trace,
+)
 from pivotal.testing.plugin import _REPORT
 
 SCENARIOS = chaos_scenarios()
@@ -31,7 +42,23 @@ OPS = (
 
 async def test_every_crash_site_of_every_scenario(pivotal_chaos: Chaos) -> None:
     results = await pivotal_chaos.explore(CommerceWorld.create, SCENARIOS)
+    check_coverage(results)
 
+
+async def test_every_crash_site_on_postgres(pivotal_chaos: Chaos, postgres_url: str) -> None:
+    @asynccontextmanager
+    async def empty_postgres() -> AsyncIterator[Store]:
+        async with PostgresStore(postgres_url) as store:
+            await store.truncate()
+            yield store
+
+    results = await pivotal_chaos.explore(
+        CommerceWorld.create, SCENARIOS, ledger=empty_postgres, mode="postgres"
+    )
+    check_coverage(results)
+
+
+def check_coverage(results: list[RunResult]) -> None:
     crashed = [r for r in results if r.crashes]
     assert len(crashed) >= 150
     assert all(r.fired == 1 for r in crashed), "a traced site was not reached again"

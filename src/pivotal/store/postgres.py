@@ -143,6 +143,16 @@ class PostgresStore(SQLStore):
             raise self._error(exc) from exc
         return current, known
 
+    async def truncate(self) -> None:
+        """Delete every saga and record, keeping the schema (for tests and resets)."""
+        found = await self._fetch(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+            "AND tablename <> 'schema_version'"
+        )
+        if found:
+            tables = ", ".join(str(r[0]) for r in found)
+            await self._batch([Stmt(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")])
+
     # -- primitives ---------------------------------------------------------------------
 
     async def _retry(self, work: Callable[[], Awaitable[T]]) -> T:

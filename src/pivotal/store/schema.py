@@ -132,6 +132,18 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX escalations_status ON escalations(status, created_at);
     """,
+    # 3: the order runs were recorded in, portably (planning runs have no id of their own;
+    # runs sharing a created_at are listed in this order). Older runs are numbered by
+    # (created_at, run_id).
+    """
+    ALTER TABLE planning_runs ADD COLUMN seq INTEGER;
+    UPDATE planning_runs SET seq = (
+        SELECT COUNT(*) FROM planning_runs p
+        WHERE p.created_at < planning_runs.created_at
+           OR (p.created_at = planning_runs.created_at AND p.run_id <= planning_runs.run_id)
+    );
+    CREATE INDEX planning_runs_seq ON planning_runs(seq);
+    """,
 )
 
 

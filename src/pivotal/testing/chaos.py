@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -23,6 +24,16 @@ from pivotal.worker import Sweeper
 
 SAGA_ID = "chaos-saga"
 LEASE_TTL = 30.0
+
+LedgerFactory = Callable[[], AbstractAsyncContextManager[Store]]
+"""Opens an empty ledger for one run."""
+
+
+@asynccontextmanager
+async def memory_ledger() -> AsyncIterator[Store]:
+    """The default ledger for in-process runs: SQLite in memory."""
+    async with SQLiteStore(":memory:") as store:
+        yield store
 
 
 class World(Protocol):
@@ -123,30 +134,34 @@ async def run_in_process(
     crashes: Sequence[CrashSite] = (),
     *,
     seed: int = 0,
+    ledger: LedgerFactory = memory_ledger,
 ) -> RunResult:
-    """One run on fresh providers and an in-memory ledger, crashing at ``crashes`` in turn."""
+    """One run on fresh providers and an empty ledger, crashing at ``crashes`` in turn."""
     world = make_world()
     scenario.prepare(world)
-    store = SQLiteStore(":memory:")
-    await store.open()
     try:
-        clock = FakeClock()
-        submitter = Orchestrator(store, world.app, clock=clock, owner="submitter")
-        await submitter.submit(scenario.plan, saga_id=SAGA_ID)
-        state, fired = await recover(
-            store,
-            world.app,
-            clock,
-            SAGA_ID,
-            approve=scenario.approve,
-            hooks=[CrashAt(site) for site in crashes],
-            seed=seed,
-        )
-        violations = await check_invariants(store, world.probe, [SAGA_ID])
-        return RunResult(scenario.name, tuple(crashes), fired, state.status, violations)
+        async with ledger() as store:
+            return await _run(store, world, scenario, crashes, seed)
     finally:
-        await store.close()
         world.close()
+
+
+async def _run(
+    store: Store, world: W, scenario: ChaosScenario[W], crashes: Sequence[CrashSite], seed: int
+) -> RunResult:
+    clock = FakeClock()
+    await Orchestrator(store, world.app, clock=clock).submit(scenario.plan, saga_id=SAGA_ID)
+    state, fired = await recover(
+        store,
+        world.app,
+        clock,
+        SAGA_ID,
+        approve=scenario.approve,
+        hooks=[CrashAt(site) for site in crashes],
+        seed=seed,
+    )
+    violations = await check_invariants(store, world.probe, [SAGA_ID])
+    return RunResult(scenario.name, tuple(crashes), fired, state.status, violations)
 
 
 async def trace(make_world: Callable[[], W], scenario: ChaosScenario[W]) -> list[CrashSite]:

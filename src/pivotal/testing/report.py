@@ -12,7 +12,15 @@ from rich.console import Console
 from rich.table import Table
 
 from pivotal.hooks import Point
-from pivotal.testing.chaos import ChaosScenario, RunResult, World, run_in_process, trace
+from pivotal.testing.chaos import (
+    ChaosScenario,
+    LedgerFactory,
+    RunResult,
+    World,
+    memory_ledger,
+    run_in_process,
+    trace,
+)
 from pivotal.testing.crash import CrashSite
 from pivotal.testing.realkill import run_killed
 
@@ -83,9 +91,15 @@ class Chaos:
         self.report = report or ChaosReport()
 
     async def explore(
-        self, make_world: Callable[[], W], scenarios: Iterable[ChaosScenario[W]]
+        self,
+        make_world: Callable[[], W],
+        scenarios: Iterable[ChaosScenario[W]],
+        *,
+        ledger: LedgerFactory = memory_ledger,
+        mode: str = "in-process",
     ) -> list[RunResult]:
-        """Each scenario without a crash, then crashed in-process at every site it reaches.
+        """Each scenario without a crash, then crashed in-process at every site it reaches,
+        each run on an empty ledger from ``ledger``.
 
         Raises ``AssertionError`` listing every broken invariant.
         """
@@ -93,8 +107,9 @@ class Chaos:
         for scenario in scenarios:
             sites: Sequence[CrashSite | None] = [None, *await trace(make_world, scenario)]
             for site in sites:
-                result = await run_in_process(make_world, scenario, [site] if site else [])
-                self.report.add("in-process", result)
+                crashes = [site] if site else []
+                result = await run_in_process(make_world, scenario, crashes, ledger=ledger)
+                self.report.add(mode, result)
                 results.append(result)
         self.assert_clean(results)
         return results
