@@ -1,0 +1,182 @@
+"""Many worker processes on one PostgreSQL ledger, with a kill, a freeze and lost links."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pivotal import Orchestrator, Plan, SagaStatus
+from pivotal.examples.commerce import STATE_ENV, CommerceServices, Fault, create_app
+from pivotal.examples.commerce.chaos import CommerceProbe
+from pivotal.store.postgres import PostgresStore
+from pivotal.testing import check_invariants
+
+PIVOTAL = str(Path(sys.executable).parent / "pivotal")
+APP = "pivotal.examples.commerce:create_app"
+SAGAS = 300
+RESTING = {"completed", "compensated", "compensation_failed", "needs_human"}
+
+
+def plans(n: int) -> list[Plan]:
+    out = []
+    for i in range(n):
+        order = f"m-{i}"
+        steps: list[dict[str, object]] = [
+            {"name": "reserve_stock", "args": {"order_id": order, "sku": "sku-1", "quantity": 1}},
+        ]
+        if i % 3:
+            steps += [
+                {"name": "charge_payment", "args": {"order_id": order, "amount": "20"}},
+                {"name": "create_shipment", "args": {"order_id": order}},
+            ]
+            catalogue = "checkout"
+        else:
+            steps += [
+                {"name": "authorize_payment", "args": {"order_id": order, "amount": "20"}},
+                {"name": "capture_payment", "args": {"order_id": order, "amount": "20"}},
+                {"name": "create_shipment", "args": {"order_id": order}},
+            ]
+            catalogue = "fulfilment"
+        out.append(Plan.model_validate({"catalogue": catalogue, "steps": steps}))
+    return out
+
+
+def schedule_faults(services: CommerceServices, rng: random.Random) -> None:
+    choices = [None] * 16 + [Fault.TRANSIENT, Fault.TIMEOUT_AFTER_EFFECT, Fault.PERMANENT]
+    for op in ("reserve", "charge", "authorize", "capture", "ship", "release", "refund", "void"):
+        services.faults.next(op, *(rng.choice(choices) for _ in range(SAGAS // 2)))
+
+
+async def submit_all(url: str, state: Path) -> list[str]:
+    app = create_app(state)
+    app.services.stock("sku-1", "A", 10 * SAGAS)
+    for i in range(SAGAS):
+        app.services.order(f"m-{i}", customer=f"c-{i}")
+    schedule_faults(app.services, random.Random(7))
+    async with PostgresStore(url) as store:
+        orch = Orchestrator(store, app)
+        ids = [(await orch.submit(p, saga_id=f"m{i}")).saga_id for i, p in enumerate(plans(SAGAS))]
+    app.services.close()
+    return ids
+
+
+def statuses(url: str) -> dict[str, int]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT status, count(*) FROM sagas GROUP BY status").fetchall()
+    return {str(s): int(n) for s, n in rows}
+
+
+def wait_for_leases(url: str, owner: str) -> None:
+    """Until ``owner`` holds at least one saga."""
+    deadline = time.monotonic() + 30
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            held = conn.execute("SELECT count(*) FROM sagas WHERE lease_owner = %s", (owner,))
+            row = held.fetchone()
+            if row and row[0]:
+                return
+            time.sleep(0.02)
+    pytest.fail(f"worker {owner} never held a lease")
+
+
+def terminate_backends(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return len(rows)
+
+
+@pytest.mark.timeout(240)
+def test_four_workers_survive_a_kill_a_freeze_and_lost_connections(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    state = tmp_path / "commerce.db"
+    ids = asyncio.run(submit_all(postgres_url, state))
+    env = {**os.environ, STATE_ENV: str(state)}
+    logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("w1", "w2", "w3", "w4")}
+    workers = {
+        name: subprocess.Popen(
+            [
+                PIVOTAL,
+                "--db",
+                postgres_url,
+                "--app",
+                APP,
+                "worker",
+                "--name",
+                name,
+                "--concurrency",
+                "6",
+                "--lease-ttl",
+                "2",
+                "--poll",
+                "0.2",
+                "--sweep-every",
+                "1",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=logs[name],
+        )
+        for name in logs
+    }
+    try:
+        wait_for_leases(postgres_url, "w1")
+        workers["w1"].send_signal(signal.SIGKILL)  # dies mid-run, leases held
+        wait_for_leases(postgres_url, "w2")
+        workers["w2"].send_signal(signal.SIGSTOP)  # frozen past its lease
+        time.sleep(1.0)
+        assert terminate_backends(postgres_url) > 0  # every link is cut once
+        time.sleep(3.0)
+        workers["w2"].send_signal(signal.SIGCONT)
+        time.sleep(0.5)
+        terminate_backends(postgres_url)
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            counts = statuses(postgres_url)
+            if sum(n for s, n in counts.items() if s in RESTING) == SAGAS:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"sagas did not come to rest: {statuses(postgres_url)}")
+    finally:
+        for proc in workers.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.send_signal(signal.SIGTERM)
+        exits = {name: proc.wait(timeout=30) for name, proc in workers.items()}
+        for handle in logs.values():
+            handle.close()
+        output = {name: (tmp_path / f"{name}.log").read_text() for name in workers}
+
+    assert exits["w1"] == -signal.SIGKILL
+    assert "lost; stopped working on it" in output["w2"], output["w2"]  # fenced after thawing
+    assert {exits[n] for n in ("w2", "w3", "w4")} == {0}, output
+    assert "Traceback" not in "".join(output.values())
+
+    async def audit() -> list[str]:
+        services = CommerceServices(state)
+        try:
+            async with PostgresStore(postgres_url) as store:
+                found = await check_invariants(store, CommerceProbe(services), ids)
+                done = await store.list_sagas(SagaStatus.COMPLETED, limit=SAGAS)
+        finally:
+            services.close()
+        assert len(done) > SAGAS // 3  # most sagas got through the faults
+        return [str(v) for v in found]
+
+    assert asyncio.run(audit()) == []
+    counts = statuses(postgres_url)
+    assert set(counts) <= RESTING, counts
+    print(f"final statuses: {counts}")
