@@ -49,10 +49,10 @@ class PlanningLedger(Protocol):
 
 
 def planning_ledger(store: Store) -> PlanningLedger:
-    """The planning records kept in the same ledger as ``store``'s sagas."""
-    from pivotal.store.sqlite import SQLiteStore
-    from pivotal.store.sqlite_planning import SQLitePlanningLedger
+    """The planning records kept in the same ledger as ``store``'s sagas (any SQL ledger)."""
+    from pivotal.store.sql import SQLStore
+    from pivotal.store.sql_planning import SQLPlanningLedger
 
-    if isinstance(store, SQLiteStore):
-        return SQLitePlanningLedger(store)
+    if isinstance(store, SQLStore):
+        return SQLPlanningLedger(store)
     raise StoreError(f"planning records are not available on a {type(store).__name__} ledger")

@@ -1,0 +1,159 @@
+"""The real CLI in a subprocess: plan, escalations, shadow, and a model over loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from chat_server import recorded
+
+PIVOTAL = str(Path(sys.executable).parent / "pivotal")
+TEXT = "ship from the closer warehouse, I expect something for the delay"
+
+
+def pivotal(tmp: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("PIVOTAL_", "OPENAI_"))}
+    environ |= {"COLUMNS": "200", **(env or {})}
+    done = subprocess.run(
+        [PIVOTAL, "--db", f"sqlite:///{tmp / 'ledger.db'}", *args],
+        cwd=tmp,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def as_json(stdout: str) -> Any:
+    return json.loads(stdout)
+
+
+def test_plan_with_rules_dry_run_then_submit(tmp_path) -> None:
+    fields = ["--order", "4471", "--amount", "180", "--sku", "lamp", "--warehouse", "B"]
+    code, out, _ = pivotal(tmp_path, "plan", TEXT, *fields, "--planner", "rules", "--json")
+    assert code == 0
+    run = as_json(out)
+    assert run["outcome"] == "accepted"
+    assert run["saga_status"] is None  # a dry run submits nothing
+    assert run["plan"]["provenance"]["actor_type"] == "system"
+
+    code, out, _ = pivotal(tmp_path, "plan", TEXT, *fields, "--submit")
+    assert code == 0, out
+    assert "awaiting_approval" in out
+    assert "exceeds the approval threshold 150" in out
+
+    code, out, _ = pivotal(tmp_path, "sagas", "list", "--json")
+    [saga] = as_json(out)
+    assert saga["status"] == "awaiting_approval"
+    code, out, _ = pivotal(tmp_path, "sagas", "show", saga["saga_id"], "--json")
+    shown = as_json(out)
+    assert shown["provenance"]["actor_id"] == "rules"
+    assert shown["provenance"]["source_document_id"].startswith("req_")
+    assert "Rule 'fulfil'" in shown["rationale"]
+
+
+def test_escalations_list_show_and_resolve(tmp_path) -> None:
+    code, out, _ = pivotal(tmp_path, "plan", TEXT, "--order", "4471", "--submit")
+    assert code == 1
+    assert "escalated as #1" in out
+
+    code, out, _ = pivotal(tmp_path, "escalations", "list", "--json")
+    [item] = as_json(out)
+    assert (item["id"], item["status"]) == (1, "open")
+    assert item["run"]["request"]["text"] == TEXT
+
+    code, out, _ = pivotal(tmp_path, "escalations", "show", "1")
+    assert code == 0
+    assert "no_rule_matched" in out
+    assert "'fulfil' needs amount, sku" in out
+
+    plan = {
+        "catalogue": "fulfilment",
+        "steps": [
+            {"name": "reserve_stock", "args": {"order_id": "4471", "sku": "lamp", "quantity": 1}}
+        ],
+        "rationale": "hold the lamp while support calls the customer",
+    }
+    (tmp_path / "own.json").write_text(json.dumps(plan))
+    code, out, err = pivotal(
+        tmp_path, "escalations", "resolve", "1", "--by", "ana", "--plan", "own.json"
+    )
+    assert code == 0, err
+    assert "resolved by ana" in out
+    assert "esc-1" in out
+    assert "completed" in out
+
+    code, out, _ = pivotal(tmp_path, "escalations", "list", "--json")
+    assert as_json(out) == []
+    code, _, err = pivotal(tmp_path, "escalations", "resolve", "1", "--by", "bob")
+    assert code == 2
+    assert "escalation 1 is already resolved" in err
+    code, _, err = pivotal(tmp_path, "escalations", "show", "7")
+    assert code == 2
+    assert "no escalation 7" in err
+
+
+def test_shadow_run_and_report(tmp_path) -> None:
+    lines = [
+        {"catalogue": "fulfilment", "context": {"order_id": "4471", "amount": 90, "sku": "lamp"}},
+        {"catalogue": "fulfilment", "text": "credit me 500", "context": {"order_id": "4471"}},
+    ]
+    (tmp_path / "requests.jsonl").write_text("\n".join(json.dumps(x) for x in lines))
+    code, out, err = pivotal(
+        tmp_path, "shadow", "run", "requests.jsonl", "--planner", "rules", "--batch", "b1"
+    )
+    assert code == 0, err
+    assert "50.0%" in out
+
+    code, out, _ = pivotal(tmp_path, "shadow", "report", "--json")
+    report = as_json(out)
+    assert report["batch_id"] == "b1"
+    assert (report["requests"], report["accepted"], report["mean_attempts"]) == (2, 1, 1.0)
+    assert report["reasons"] == [{"code": "no_rule_matched", "step": None, "count": 1}]
+
+    code, out, _ = pivotal(tmp_path, "sagas", "list", "--json")
+    assert as_json(out) == []  # shadow mode executes nothing
+
+    (tmp_path / "bad.jsonl").write_text('{"catalogue": "nope"}')
+    code, _, err = pivotal(tmp_path, "shadow", "run", "bad.jsonl")
+    assert code == 2
+    assert "bad.jsonl:1" in err
+
+
+def test_plan_with_an_openai_compatible_model_over_loopback(tmp_path, chat_server) -> None:
+    chat_server.queue(recorded("goodwill_credit_4471"), recorded("fulfil_4471"))
+    env = {"PIVOTAL_OPENAI_BASE_URL": chat_server.base_url, "PIVOTAL_OPENAI_API_KEY": "sk-t"}
+    code, out, err = pivotal(
+        tmp_path,
+        "plan",
+        TEXT,
+        "--order",
+        "4471",
+        "--planner",
+        "openai:gpt-test",
+        "--submit",
+        "--json",
+        env=env,
+    )
+    assert code == 0, err
+    run = as_json(out)
+    assert [a["accepted"] for a in run["attempts"]] == [False, True]
+    assert run["attempts"][0]["errors"][0]["step"] == "apply_goodwill_credit"
+    assert run["saga_status"] == "awaiting_approval"
+    assert run["plan"]["provenance"]["model"] == "gpt-test-2026-01-01"
+    assert len(chat_server.seen) == 2
+    assert chat_server.seen[0].headers["Authorization"] == "Bearer sk-t"
+
+
+def test_a_model_planner_without_a_key_is_a_clear_error(tmp_path) -> None:
+    code, _, err = pivotal(tmp_path, "plan", TEXT, "--planner", "openai:gpt-4o")
+    assert code == 2
+    assert "PIVOTAL_OPENAI_API_KEY" in err
+    code, _, err = pivotal(tmp_path, "plan", TEXT, "--planner", "oracle")
+    assert code == 2
+    assert "unknown planner 'oracle'" in err

@@ -1,0 +1,115 @@
+"""A ledger made before planning existed gains the planning tables and keeps its sagas; runs
+recorded before migration 3 are numbered in order. On SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pivotal import Orchestrator, StoreError
+from pivotal.planning import (
+    PlanningMode,
+    PlanningRun,
+    PlanRequest,
+    RulePlanner,
+    commerce_rules,
+    planning_ledger,
+    propose_plan,
+)
+from pivotal.store import postgres as postgres_module
+from pivotal.store import sqlite as sqlite_module
+from pivotal.store.postgres import PostgresStore
+from pivotal.store.schema import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS
+from pivotal.store.sql import SQLStore, Stmt
+from pivotal.store.sql_planning import RUN_COLUMNS, SQLPlanningLedger
+from pivotal.store.sqlite import SQLiteStore
+
+OpenAt = Callable[[int | None], AbstractAsyncContextManager[SQLStore]]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def ledger_at(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> OpenAt:
+    """Opens one ledger with the first ``version`` migrations applied (None: all of them)."""
+    if request.param == "sqlite":
+        path = tmp_path / "old.db"
+
+        @asynccontextmanager
+        async def open_sqlite(version: int | None) -> AsyncIterator[SQLStore]:
+            with monkeypatch.context() as patch:
+                patch.setattr(sqlite_module, "SQLITE_MIGRATIONS", SQLITE_MIGRATIONS[:version])
+                async with SQLiteStore(path) as store:
+                    yield store
+
+        return open_sqlite
+
+    url = request.getfixturevalue("postgres_url")  # a migrated clone: empty it
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA public CASCADE")
+        conn.execute("CREATE SCHEMA public")
+
+    @asynccontextmanager
+    async def open_postgres(version: int | None) -> AsyncIterator[SQLStore]:
+        with monkeypatch.context() as patch:
+            patch.setattr(postgres_module, "POSTGRES_MIGRATIONS", POSTGRES_MIGRATIONS[:version])
+            async with PostgresStore(url, migrate=True) as store:
+                yield store
+
+    return open_postgres
+
+
+async def schema_version(store: SQLStore) -> int:
+    return int((await store._fetch("SELECT MAX(version) FROM schema_version"))[0][0])
+
+
+async def test_an_older_ledger_is_upgraded_in_place(ledger_at, app, clock, fulfilment_plan) -> None:
+    async with ledger_at(1) as old:
+        await Orchestrator(old, app, clock=clock).submit(fulfilment_plan(), saga_id="kept")
+        with pytest.raises(StoreError, match=r"no such table|does not exist"):
+            await planning_ledger(old).escalations()
+
+    async with ledger_at(None) as new:
+        assert (await new.load("kept")) is not None
+        assert await planning_ledger(new).runs(PlanningMode.LIVE) == []
+        assert await schema_version(new) == len(SQLITE_MIGRATIONS) == len(POSTGRES_MIGRATIONS)
+
+
+async def test_runs_recorded_before_numbering_keep_their_order(ledger_at, app, clock) -> None:
+    request = PlanRequest(
+        text="ship it",
+        catalogue="fulfilment",
+        context={"order_id": "4471", "amount": "120", "sku": "lamp"},
+    )
+
+    async def planned(run_id: str) -> PlanningRun:
+        planner, catalogue = RulePlanner(commerce_rules()), app.catalogue("fulfilment")
+        run = await propose_plan(request, planner, catalogue, run_id=run_id, clock=clock)
+        return run.model_copy(update={"mode": PlanningMode.LIVE})
+
+    tied_b, tied_a = await planned("run-b"), await planned("run-a")  # same created_at
+    clock.advance(5)
+    late = await planned("run-late")
+    async with ledger_at(2) as old:  # recorded as before migration 3: no seq column
+        for run in (late, tied_b, tied_a):
+            insert_run, *attempts = SQLPlanningLedger.run_statements(run)
+            marks = ", ".join("?" * len(insert_run.params))
+            sql = f"INSERT INTO planning_runs ({RUN_COLUMNS}) VALUES ({marks})"
+            legacy = Stmt(sql, insert_run.params)
+            await old._batch([legacy, *attempts])
+
+    async with ledger_at(None) as new:
+        ledger = planning_ledger(new)
+        assert await ledger.runs(PlanningMode.LIVE) == [tied_a, tied_b, late]
+        after = (await planned("run-0")).model_copy(update={"created_at": tied_a.created_at})
+        await ledger.record_run(after)  # ties after the older runs: recorded later
+        assert [r.run_id for r in await ledger.runs(PlanningMode.LIVE)] == [
+            "run-a",
+            "run-b",
+            "run-0",
+            "run-late",
+        ]
