@@ -255,7 +255,13 @@ def approvals_list(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 
     items = _run(ctx, work)
     if as_json:
-        _dump([{"saga_id": p.saga_id, "step": p.step_name} | asdict(p.approval) for p in items])
+        _dump(
+            [
+                asdict(p.approval)
+                | {"saga_id": p.saga_id, "step": p.step_name, "step_index": p.approval.step}
+                for p in items
+            ]
+        )
     else:
         out.print(render.approvals_table(items))
 

@@ -191,6 +191,7 @@ class Worker:
                 "%s: lease on saga %s lost; stopped working on it: %s", self.owner, saga_id, exc
             )
             self._leases.pop(saga_id, None)
+            self._lost.discard(saga_id)
             return
         except Exception:
             self.stats.errors += 1

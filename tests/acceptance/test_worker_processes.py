@@ -1,0 +1,215 @@
+"""Real `pivotal worker` processes sharing one SQLite ledger: sharing work, and fencing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import time
+from collections import Counter
+from typing import Any
+
+from pivotal import Orchestrator, SQLiteStore, parse_plan
+from pivotal.examples.commerce import CommerceServices, Fault, create_app
+
+READY_APP = """
+import os
+from pathlib import Path
+
+from pivotal.examples.commerce import create_app as _create_app
+
+HERE = Path(__file__).parent
+
+
+def create_app():
+    app = _create_app(HERE / "commerce.db")
+    (HERE / f"ready-{os.getpid()}").touch()
+    return app
+"""
+
+SLOW_APP = """
+import asyncio
+import os
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from pivotal import Catalogue, StepContext
+
+HERE = Path(__file__).parent
+(HERE / f"ready-{os.getpid()}").touch()
+
+
+class Args(BaseModel):
+    n: int = 1
+
+
+async def forget(args: Args, result: object, ctx: StepContext) -> None:
+    return None
+
+
+app = Catalogue("slow")
+
+
+@app.compensable(undo=forget)
+async def block(args: Args, ctx: StepContext) -> dict:
+    with (HERE / "calls.log").open("a") as log:
+        log.write(f"{os.getpid()} {ctx.key} {ctx.attempt}\\n")
+    try:
+        os.close(os.open(HERE / "first", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return {"slept": False}
+    await asyncio.sleep(3)
+    return {"slept": True}
+
+
+@app.compensable(undo=forget)
+async def note(args: Args, ctx: StepContext) -> dict:
+    return {"noted": True}
+"""
+
+STATS = re.compile(r"worker stopped: (\d+) passes, .* (\d+) leases lost, (\d+) errors")
+
+
+def start_worker(cli: Any, name: str, app: str, *options: str) -> subprocess.Popen[str]:
+    proc = cli.start("worker", "--poll", "0.05", "--name", name, *options, name=name, app=app)
+    cli.wait_for(lambda: (cli.tmp / f"ready-{proc.pid}").exists(), what=f"{name} to start")
+    return proc
+
+
+def stop(cli: Any, proc: subprocess.Popen[str], name: str) -> tuple[int, int, int]:
+    """SIGTERM: a graceful stop exits 0 promptly; returns (passes, leases lost, errors)."""
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=5) == 0, cli.output(name)
+    out, err = cli.output(name)
+    assert "Traceback" not in err, err
+    match = STATS.search(out.replace("\n", " "))
+    assert match, out
+    passes, lost, errors = map(int, match.groups())
+    return passes, lost, errors
+
+
+def by_of(events: list[dict[str, Any]]) -> list[str]:
+    return [e["by"] for e in events if e["type"] in ("step_started", "undo_started")]
+
+
+def checkout(n: int) -> Any:
+    order = f"o-{n}"
+    return parse_plan(
+        {
+            "catalogue": "checkout",
+            "steps": [
+                {
+                    "name": "reserve_stock",
+                    "args": {"order_id": order, "sku": "sku-1", "quantity": 1},
+                },
+                {"name": "charge_payment", "args": {"order_id": order, "amount": "10.00"}},
+                {"name": "create_shipment", "args": {"order_id": order}},
+            ],
+        }
+    )
+
+
+def submit_checkouts(cli: Any, count: int) -> None:
+    async def submit() -> None:
+        app = create_app(cli.tmp / "commerce.db")
+        async with SQLiteStore(cli.ledger) as store:
+            orchestrator = Orchestrator(store, app)
+            for n in range(count):
+                await orchestrator.submit(checkout(n), saga_id=f"s{n:02d}")
+        app.services.close()
+
+    asyncio.run(submit())
+
+
+def test_two_workers_share_the_sagas_without_doubling_effects(cli) -> None:
+    (cli.tmp / "readyapp.py").write_text(READY_APP)
+    services = CommerceServices(cli.tmp / "commerce.db")
+    services.faults.next("reserve", Fault.TRANSIENT, Fault.TIMEOUT_AFTER_EFFECT, Fault.TRANSIENT)
+    services.faults.next("charge", Fault.PERMANENT, Fault.PERMANENT, Fault.PERMANENT)
+    services.faults.next("ship", Fault.PERMANENT, Fault.PERMANENT)
+    app = "readyapp:create_app"
+    workers = {n: start_worker(cli, n, app, "--concurrency", "2") for n in ("w1", "w2")}
+
+    submit_checkouts(cli, 30)
+    terminal = "SELECT COUNT(*) FROM sagas WHERE status IN ('completed', 'compensated')"
+    cli.wait_for(lambda: cli.sql(terminal) == [(30,)], what="every saga to end")
+
+    stats = {n: stop(cli, proc, n) for n, proc in workers.items()}
+    assert sum(passes for passes, _, _ in stats.values()) == 30  # one pass per saga
+    assert all(passes > 0 and (lost, errors) == (0, 0) for passes, lost, errors in stats.values())
+    states = cli.audit()
+    assert Counter(s.status.value for s in states.values()) == {"completed": 25, "compensated": 5}
+    for saga_id in states:
+        by = by_of(cli.events(saga_id))
+        assert set(by) in ({"w1"}, {"w2"}), (saga_id, by)  # one worker ran it
+    assert cli.sql("SELECT COUNT(*) FROM sagas WHERE lease_owner IS NOT NULL") == [(0,)]
+    per_key = services.effects_per_key()
+    assert len(per_key) == 25 * 3 + 3 * 1 + 2 * 2
+    assert set(per_key.values()) == {1}
+    assert services.available("sku-1", "A") == 50 - 25
+    assert len(services.rows("effects", op="refund")) == 2
+    services.close()
+
+
+def freeze(cli: Any, proc: subprocess.Popen[str]) -> None:
+    """SIGSTOP ``proc`` at a moment when it holds no write lock on the ledger."""
+    while True:
+        os.kill(proc.pid, signal.SIGSTOP)
+        conn = sqlite3.connect(cli.ledger, timeout=0.2, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:
+            os.kill(proc.pid, signal.SIGCONT)
+            time.sleep(0.05)
+        finally:
+            conn.close()
+
+
+def test_a_frozen_worker_is_fenced_after_another_claims_its_saga(cli) -> None:
+    (cli.tmp / "slowapp.py").write_text(SLOW_APP)
+    app = "slowapp:app"
+    steps = [{"name": "block", "args": {}}, {"name": "note", "args": {}}]
+    cli.ok(
+        "submit",
+        cli.plan("plan.json", {"catalogue": "slow", "steps": steps}),
+        "--saga-id",
+        "s1",
+        app=app,
+    )
+    lease = "SELECT lease_owner, lease_epoch FROM sagas WHERE saga_id = 's1'"
+    done = "SELECT status, lease_owner FROM sagas WHERE saga_id = 's1'"
+
+    w1 = start_worker(cli, "w1", app, "--lease-ttl", "1", "--sweep-every", "60")
+    cli.wait_for(lambda: (cli.tmp / "first").exists(), what="w1 to start the slow call")
+    [(owner, epoch)] = cli.sql(lease)
+    assert owner == "w1"
+    w2 = start_worker(cli, "w2", app, "--lease-ttl", "5", "--sweep-every", "60")
+    time.sleep(0.5)  # w2 has swept and polled while w1's lease still holds
+    assert cli.sql(lease) == [("w1", epoch)]
+
+    freeze(cli, w1)
+    cli.wait_for(lambda: cli.sql(done) == [("completed", None)], what="w2 to finish s1")
+    assert cli.sql(lease) == [(None, epoch + 1)]  # w2 claimed it once, at the next epoch
+    events = cli.events("s1")
+    os.kill(w1.pid, signal.SIGCONT)
+    cli.wait_for(lambda: "lease on saga s1 lost" in cli.output("w1")[1], what="w1 to lose s1")
+
+    assert cli.events("s1") == events  # w1's late write was refused
+    assert stop(cli, w1, "w1") == (1, 1, 0)
+    assert stop(cli, w2, "w2") == (1, 0, 0)
+    assert [(e["step"], e["attempt"], e["by"]) for e in events if "by" in e] == [
+        (0, 1, "w1"),
+        (0, 2, "w2"),
+        (1, 1, "w2"),
+    ]
+    assert events[-1]["type"] == "saga_completed"
+    assert cli.audit()["s1"].status.value == "completed"
+    assert cli.sql(lease) == [(None, epoch + 1)]
+    calls = [line.split()[1:] for line in (cli.tmp / "calls.log").read_text().splitlines()]
+    assert calls == [["s1:0", "1"], ["s1:0", "2"]]
