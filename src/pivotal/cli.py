@@ -175,21 +175,28 @@ def validate_cmd(
         raise typer.Exit(1)
 
 
-@cli.command()
-def execute(
-    ctx: typer.Context,
-    plan_file: Annotated[Path, typer.Argument(help="Plan JSON file, or - for stdin")],
-    saga_id: Annotated[str | None, typer.Option(help="Idempotent saga id")] = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Validate, submit and run a plan in this process until it ends or waits for approval."""
+PlanFile = Annotated[Path, typer.Argument(help="Plan JSON file, or - for stdin")]
+SagaIdOption = Annotated[str | None, typer.Option(help="Idempotent saga id")]
+
+
+def _submit(ctx: typer.Context, plan_file: Path, saga_id: str | None, *, run: bool) -> str:
+    """Validate and record the plan (and with ``run``, run it here); return the saga id."""
 
     async def work(settings: Settings) -> str:
         async with _session(settings) as orch:
-            state = await orch.execute(parse_plan(_read_plan(plan_file)), saga_id=saga_id)
-            return state.saga_id
+            plan = parse_plan(_read_plan(plan_file))
+            submit = orch.execute if run else orch.submit
+            return (await submit(plan, saga_id=saga_id)).saga_id
 
-    _show(ctx, _run(ctx, work), as_json)
+    return _run(ctx, work)
+
+
+@cli.command()
+def execute(
+    ctx: typer.Context, plan_file: PlanFile, saga_id: SagaIdOption = None, as_json: JsonFlag = False
+) -> None:
+    """Validate, submit and run a plan in this process until it ends or waits for approval."""
+    _show(ctx, _submit(ctx, plan_file, saga_id, run=True), as_json)
 
 
 @sagas_cli.command("list")

@@ -5,42 +5,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from pivotal.cli import (
     JsonFlag,
+    PlanFile,
+    SagaIdOption,
     Settings,
     _dump,
-    _read_plan,
     _run,
     _session,
+    _submit,
     cli,
     dead_letters_cli,
     out,
 )
-from pivotal.plan import parse_plan
 from pivotal.store import open_store
 from pivotal.worker import Sweeper, SweepReport, Worker, WorkerConfig, WorkerStats
 
 
 @cli.command()
 def submit(
-    ctx: typer.Context,
-    plan_file: Annotated[Path, typer.Argument(help="Plan JSON file, or - for stdin")],
-    saga_id: Annotated[str | None, typer.Option(help="Idempotent saga id")] = None,
-    as_json: JsonFlag = False,
+    ctx: typer.Context, plan_file: PlanFile, saga_id: SagaIdOption = None, as_json: JsonFlag = False
 ) -> None:
     """Validate a plan and record it as a saga; a worker runs it."""
-
-    async def work(settings: Settings) -> str:
-        async with _session(settings) as orch:
-            state = await orch.submit(parse_plan(_read_plan(plan_file)), saga_id=saga_id)
-            return state.saga_id
-
-    saga = _run(ctx, work)
+    saga = _submit(ctx, plan_file, saga_id, run=False)
     if as_json:
         _dump({"saga_id": saga})
     else:
