@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from pivotal.catalogue import Catalogue
 from pivotal.errors import AppLoadError, PlanRejected
@@ -36,6 +36,13 @@ class App:
                     )
                 ]
             ) from None
+
+    def facts(self, context: Mapping[str, object]) -> dict[str, object]:
+        """Facts from trusted systems about a request (an order's amount, its customer's
+        tier), keyed like the request's structured context. Planning fills the fields a
+        request leaves out with them; request text never overrides them silently.
+        Override it in your app; the default knows nothing."""
+        return {}
 
     def __iter__(self) -> Iterator[Catalogue]:
         return iter(self.catalogues.values())

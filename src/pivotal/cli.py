@@ -113,9 +113,9 @@ def _print_errors(errors: tuple[PlanError, ...] | list[PlanError]) -> None:
 
 @asynccontextmanager
 async def _session(
-    settings: Settings, with_app: bool = True, migrate: bool = False
+    settings: Settings, with_app: bool = True, migrate: bool = False, app: App | None = None
 ) -> AsyncIterator[Orchestrator]:
-    app = settings.load() if with_app else App([])
+    app = app or (settings.load() if with_app else App([]))
     store: Store = open_store(settings.db, migrate=migrate)
     await store.open()
     try:

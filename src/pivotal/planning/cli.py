@@ -111,12 +111,20 @@ def plan_command(
 
     async def work(settings: Settings) -> tuple[PlanningRun, SagaState | None]:
         chosen = catalogue or (BUNDLED_CATALOGUE if settings.app is None else None)
-        request = build_request(text, fields | _fields(field or []), chosen, source)
+        given: dict[str, Scalar] = {
+            k: v for k, v in (fields | _fields(field or [])).items() if v is not None
+        }
+        app = settings.load()
+        # Trusted facts (the order's amount and items) fill what the request leaves out.
+        known: dict[str, Scalar] = {
+            k: v for k, v in app.facts(given).items() if isinstance(v, str | int | float | bool)
+        }
+        request = build_request(text, known | given, chosen, source)
         proposer = planner_from_spec(planner)
         if not submit:
-            cat = _resolve(settings.load(), request.catalogue)
+            cat = _resolve(app, request.catalogue)
             return await propose_plan(request, proposer, cat, max_replans=max_replans), None
-        async with _session(settings) as orch:
+        async with _session(settings, app=app) as orch:
             run = await plan_and_submit(request, proposer, orch, max_replans=max_replans)
             state = await orch.run(run.saga_id) if run.saga_id else None
             return run, state

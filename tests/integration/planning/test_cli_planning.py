@@ -57,8 +57,25 @@ def test_plan_with_rules_dry_run_then_submit(tmp_path) -> None:
     assert "Rule 'fulfil'" in shown["rationale"]
 
 
+def test_the_order_system_fills_in_what_the_request_leaves_out(tmp_path) -> None:
+    """Only the order id is given: amount, item and warehouse come from the order system."""
+    code, out, _ = pivotal(tmp_path, "plan", TEXT, "--order", "4471", "--submit", "--json")
+    assert code == 0, out
+    run = as_json(out)
+    assert run["saga_status"] == "awaiting_approval"
+    assert run["request"]["context"]["order_id"] == "4471"
+    assert run["request"]["context"]["amount"] == "180"
+    [reserve, *_] = run["plan"]["steps"]
+    assert reserve["args"] == {"order_id": "4471", "sku": "lamp", "quantity": 1, "warehouse": "B"}
+
+    # what the operator types wins over the order system's facts
+    code, out, _ = pivotal(tmp_path, "plan", TEXT, "--order", "4471", "--warehouse", "A", "--json")
+    assert as_json(out)["plan"]["steps"][0]["args"]["warehouse"] == "A"
+
+
 def test_escalations_list_show_and_resolve(tmp_path) -> None:
-    code, out, _ = pivotal(tmp_path, "plan", TEXT, "--order", "4471", "--submit")
+    # order 9999 is unknown to the order system: no facts, so no rule fits
+    code, out, _ = pivotal(tmp_path, "plan", TEXT, "--order", "9999", "--submit")
     assert code == 1
     assert "escalated as #1" in out
 

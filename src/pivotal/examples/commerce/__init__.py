@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from pivotal.app import App
@@ -33,13 +34,27 @@ class CommerceApp(App):
         )
         self.services = services
 
+    def facts(self, context: Mapping[str, object]) -> dict[str, object]:
+        """The order system's facts about the request's order (amount, items, tier)."""
+        order = context.get("order_id")
+        return self.services.order_facts(str(order)) if order else {}
+
 
 def seed(services: CommerceServices) -> None:
     """Stock and orders the demo and the documents' examples use."""
     for warehouse in ("A", "B"):
         for sku in ("sku-1", "sku-2", "lamp"):
             services.stock(sku, warehouse, 50)
-    services.order("4471", customer="c-4471", tier="standard")
+    services.order(
+        "4471",
+        customer="c-4471",
+        tier="standard",
+        amount="180",
+        sku="lamp",
+        quantity=1,
+        warehouse="B",
+        recipient="customer-4471@example.com",
+    )
 
 
 def create_app(state: str | Path | None = None, faults: Faults | None = None) -> CommerceApp:

@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS stock (
     PRIMARY KEY (sku, warehouse));
 CREATE TABLE IF NOT EXISTS orders (
     order_id TEXT PRIMARY KEY, customer TEXT NOT NULL, tier TEXT NOT NULL,
-    status TEXT NOT NULL);
+    status TEXT NOT NULL, details TEXT);
 CREATE TABLE IF NOT EXISTS reservations (
     id TEXT PRIMARY KEY, key TEXT NOT NULL, order_id TEXT NOT NULL, sku TEXT NOT NULL,
     warehouse TEXT NOT NULL, quantity INTEGER NOT NULL, status TEXT NOT NULL);
@@ -63,6 +63,9 @@ class CommerceServices:
         if self.path != ":memory:":
             self.db.execute("PRAGMA journal_mode = WAL")
         self.db.executescript(_SCHEMA)
+        columns = {r[1] for r in self.db.execute("PRAGMA table_info(orders)")}
+        if "details" not in columns:  # a state file from before order details
+            self.db.execute("ALTER TABLE orders ADD COLUMN details TEXT")
         self.faults.bind(self.db)
 
     def close(self) -> None:
@@ -76,12 +79,24 @@ class CommerceServices:
             (sku, warehouse, available),
         )
 
-    def order(self, order_id: str, customer: str, tier: str = "standard") -> None:
+    def order(self, order_id: str, customer: str, tier: str = "standard", **details: Any) -> None:
+        """Open (or reopen) an order; ``details`` are facts such as amount, sku, warehouse."""
         self.db.execute(
-            "INSERT OR REPLACE INTO orders (order_id, customer, tier, status) "
-            "VALUES (?, ?, ?, 'open')",
-            (order_id, customer, tier),
+            "INSERT INTO orders (order_id, customer, tier, status, details) "
+            "VALUES (?, ?, ?, 'open', ?) ON CONFLICT (order_id) DO UPDATE SET "
+            "customer = excluded.customer, tier = excluded.tier, status = 'open', "
+            "details = COALESCE(excluded.details, orders.details)",
+            (order_id, customer, tier, json.dumps(details) if details else None),
         )
+
+    def order_facts(self, order_id: str) -> dict[str, Any]:
+        """What the order system knows about an order: tier, status and its details."""
+        row = self.db.execute(
+            "SELECT tier, status, details FROM orders WHERE order_id = ?", (order_id,)
+        ).fetchone()
+        if row is None:
+            return {}
+        return {"customer_tier": row[0], "order_status": row[1], **json.loads(row[2] or "{}")}
 
     def set_order_status(self, order_id: str, status: str) -> None:
         self.db.execute("UPDATE orders SET status = ? WHERE order_id = ?", (status, order_id))
