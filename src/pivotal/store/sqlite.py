@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,6 +12,7 @@ from typing import Any, TypeVar
 from pivotal.errors import LeaseLost, SchemaMismatch, StoreError
 from pivotal.store.schema import SQLITE_MIGRATIONS
 from pivotal.store.sql import BatchResult, Fetch, Row, SQLStore, Stmt
+from pivotal.store.writer import GroupWriter
 
 T = TypeVar("T")
 
@@ -20,14 +20,13 @@ T = TypeVar("T")
 class SQLiteStore(SQLStore):
     """A ledger in one SQLite file; several processes may share it.
 
-    Writes run on one writer thread per store; reads run in the caller's thread on their own
-    connection, each as one snapshot.
+    Writes run on one writer thread per store, with group commit; reads run in the caller's
+    thread on their own connection, each as one snapshot.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pivotal-sqlite")
-        self._conn: sqlite3.Connection | None = None
+        self._writer: GroupWriter | None = None
         self._reader: sqlite3.Connection | None = None
 
     # -- plumbing -----------------------------------------------------------------------
@@ -35,45 +34,19 @@ class SQLiteStore(SQLStore):
     def _error(self, exc: sqlite3.Error) -> StoreError:
         return StoreError(f"sqlite ledger {self.path}: {exc}")
 
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn`` on the writer thread."""
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._executor, fn, *args)
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
-
-    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(conn, *args)`` against one snapshot."""
-        if self._reader is None:
-            return await self._call(lambda: fn(self.conn, *args))
-        conn = self._reader
-        try:
-            conn.execute("BEGIN")
-            try:
-                return fn(conn, *args)
-            finally:
-                conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
-
     @property
-    def conn(self) -> sqlite3.Connection:
-        if self._conn is None:
+    def writer(self) -> GroupWriter:
+        if self._writer is None:
             raise StoreError("the store is not open; call open() first")
-        return self._conn
+        return self._writer
 
-    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(conn)`` in one write transaction (on the writer thread)."""
-        conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
+    async def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work(conn)`` on the writer thread, outside a transaction."""
         try:
-            out = fn(conn)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return out
+            result: T = await self.writer.call(work)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+        return result
 
     def _run_batch(self, conn: sqlite3.Connection, stmts: Sequence[Stmt]) -> BatchResult:
         result = BatchResult()
@@ -92,14 +65,20 @@ class SQLiteStore(SQLStore):
         return result
 
     async def _batch(self, stmts: Sequence[Stmt]) -> BatchResult:
-        return await self._call(self._write, lambda conn: self._run_batch(conn, stmts))
+        try:
+            result: BatchResult = await self.writer.transaction(
+                lambda conn: self._run_batch(conn, stmts)
+            )
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+        return result
 
     @asynccontextmanager
     async def _snapshot(self) -> AsyncIterator[Fetch]:
         if self._reader is None:  # in memory: one connection, reads on the writer thread
 
             async def via_writer(sql: str, params: Sequence[Any]) -> list[Row]:
-                return await self._call(lambda: self.conn.execute(sql, params).fetchall())
+                return await self._call(lambda conn: conn.execute(sql, params).fetchall())
 
             yield via_writer
             return
@@ -119,50 +98,58 @@ class SQLiteStore(SQLStore):
 
     # -- opening ------------------------------------------------------------------------
 
-    def _open(self) -> None:
+    def _connect(self) -> sqlite3.Connection:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(self.path, isolation_level=None)
         conn.execute("PRAGMA busy_timeout = 10000")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
-        self._conn = conn
-        self._write(self._migrate)
+        return conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
-            "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
-        )
-        current = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0]
-        if current > len(SQLITE_MIGRATIONS):
-            raise SchemaMismatch(
-                f"ledger {self.path} has schema version {current}, newer than this Pivotal "
-                f"knows ({len(SQLITE_MIGRATIONS)}); upgrade Pivotal"
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
+                "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
             )
-        for version in range(current + 1, len(SQLITE_MIGRATIONS) + 1):
-            for statement in SQLITE_MIGRATIONS[version - 1].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+            current = conn.execute(
+                "SELECT COALESCE(MAX(version), 0) FROM schema_version"
+            ).fetchone()[0]
+            if current > len(SQLITE_MIGRATIONS):
+                raise SchemaMismatch(
+                    f"ledger {self.path} has schema version {current}, newer than this "
+                    f"Pivotal knows ({len(SQLITE_MIGRATIONS)}); upgrade Pivotal"
+                )
+            for version in range(current + 1, len(SQLITE_MIGRATIONS) + 1):
+                for statement in SQLITE_MIGRATIONS[version - 1].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     async def open(self) -> None:
         """Open the file, creating it and applying migrations as needed."""
-        await self._call(self._open)
+        self._writer = GroupWriter(self._connect, name=f"pivotal-sqlite {self.path}")
+        try:
+            await self._call(self._migrate)
+        except BaseException:
+            await self.close()
+            raise
         if self.path != ":memory:":
             reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             reader.execute("PRAGMA busy_timeout = 10000")
             self._reader = reader
 
     async def close(self) -> None:
-        def _close() -> None:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-        await self._call(_close)
-        self._executor.shutdown(wait=True)
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            await asyncio.to_thread(writer.stop)
         if self._reader is not None:
             self._reader.close()
             self._reader = None
