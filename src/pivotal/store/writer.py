@@ -9,6 +9,7 @@ transaction that fails rolls back to its savepoint and takes nothing else with i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import sqlite3
 import threading
@@ -31,7 +32,8 @@ class _Job:
     done: bool = field(default=False)
 
     def deliver(self) -> None:
-        self.loop.call_soon_threadsafe(self._settle)
+        with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody waits
+            self.loop.call_soon_threadsafe(self._settle)
 
     def _settle(self) -> None:
         if self.future.cancelled():
