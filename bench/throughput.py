@@ -1,7 +1,10 @@
-"""Durable throughput: sagas of 3 no-op steps, one at a time, on SQLite.
+"""Durable throughput: sagas of 3 no-op steps, on SQLite and (optionally) PostgreSQL.
 
-Prints Pivotal's sagas/s next to a baseline measured in the same run on the same disk:
-raw sqlite3 commits/s in WAL mode with synchronous=FULL (the physical floor).
+Every figure is printed next to a baseline measured in the same run on the same machine:
+raw sqlite3 commits/s in WAL mode with synchronous=FULL (the physical floor here), and with
+--postgres, raw single-row commits/s against the same server.
+
+    python bench/throughput.py [--sagas 500] [--concurrency 32] [--postgres URL]
 """
 
 from __future__ import annotations
@@ -11,11 +14,15 @@ import asyncio
 import sqlite3
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
+import psycopg
 from pydantic import BaseModel
 
-from pivotal import Catalogue, Orchestrator, Plan, SQLiteStore, StepContext
+from pivotal import Catalogue, Orchestrator, Plan, SQLiteStore, StepContext, Store
+from pivotal.store.postgres import PostgresStore
 
 
 class NoArgs(BaseModel):
@@ -35,7 +42,12 @@ def noop_catalogue() -> Catalogue:
     return catalogue
 
 
-def baseline_commits_per_second(path: Path, seconds: float) -> float:
+PLAN = Plan.model_validate(
+    {"catalogue": "bench", "steps": [{"name": "noop", "args": {"n": i}} for i in range(3)]}
+)
+
+
+def sqlite_commits_per_second(path: Path, seconds: float) -> float:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
@@ -50,59 +62,67 @@ def baseline_commits_per_second(path: Path, seconds: float) -> float:
     return n / (time.perf_counter() - start)
 
 
-async def pivotal_sagas_per_second(path: Path, count: int) -> tuple[float, int]:
-    catalogue = noop_catalogue()
-    plan = Plan.model_validate(
-        {"catalogue": "bench", "steps": [{"name": "noop", "args": {"n": i}} for i in range(3)]}
-    )
-    async with SQLiteStore(path) as store:
-        orch = Orchestrator(store, catalogue)
-        start = time.perf_counter()
-        for _ in range(count):
-            await orch.execute(plan)
-        elapsed = time.perf_counter() - start
-        events = len(await store.events((await store.list_sagas(limit=1))[0].saga_id))
-    return count / elapsed, events
+def postgres_commits_per_second(url: str, seconds: float) -> float:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TEMP TABLE t (id SERIAL PRIMARY KEY, v TEXT)")
+        n, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            conn.execute("INSERT INTO t (v) VALUES ('x')")
+            n += 1
+        return n / (time.perf_counter() - start)
 
 
-async def pivotal_concurrent_sagas_per_second(path: Path, count: int, at_once: int) -> float:
-    """``count`` sagas, ``at_once`` of them in flight together (as a worker runs them)."""
-    catalogue = noop_catalogue()
-    plan = Plan.model_validate(
-        {"catalogue": "bench", "steps": [{"name": "noop", "args": {"n": i}} for i in range(3)]}
-    )
-    async with SQLiteStore(path) as store:
-        orch = Orchestrator(store, catalogue)
+async def sagas_per_second(
+    ledger: Callable[[], AbstractAsyncContextManager[Store]], count: int, at_once: int
+) -> float:
+    """``count`` sagas, ``at_once`` of them in flight together (1: one after another)."""
+    async with ledger() as store:
+        orch = Orchestrator(store, noop_catalogue())
         gate = asyncio.Semaphore(at_once)
 
         async def one(n: int) -> None:
             async with gate:
-                await orch.execute(plan, saga_id=f"c{n}")
+                await orch.execute(PLAN, saga_id=f"b{at_once}-{n}")
 
         start = time.perf_counter()
         await asyncio.gather(*(one(n) for n in range(count)))
         return count / (time.perf_counter() - start)
 
 
+def report(name: str, base: float, rates: dict[int, float]) -> None:
+    print(f"{name}: baseline {base:,.0f} commits/s")
+    for at_once, rate in rates.items():
+        how = "one at a time" if at_once == 1 else f"{at_once} at once"
+        print(f"  3-step sagas, {how}: {rate:,.0f}/s  (ratio to baseline {rate / base:.4f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sagas", type=int, default=500)
-    parser.add_argument("--baseline-seconds", type=float, default=2.0)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--baseline-seconds", type=float, default=2.0)
+    parser.add_argument("--postgres", help="an empty database URL to measure PostgreSQL too")
     opts = parser.parse_args()
+    modes = (1, opts.concurrency)
     with tempfile.TemporaryDirectory() as tmp:
-        base = baseline_commits_per_second(Path(tmp) / "raw.db", opts.baseline_seconds)
-        rate, events = asyncio.run(pivotal_sagas_per_second(Path(tmp) / "ledger.db", opts.sagas))
-        together = asyncio.run(
-            pivotal_concurrent_sagas_per_second(
-                Path(tmp) / "concurrent.db", opts.sagas, opts.concurrency
+        base = sqlite_commits_per_second(Path(tmp) / "raw.db", opts.baseline_seconds)
+        rates = {
+            n: asyncio.run(
+                sagas_per_second(lambda n=n: SQLiteStore(Path(tmp) / f"l{n}.db"), opts.sagas, n)
             )
-        )
-    print(f"baseline raw sqlite3 WAL FULL: {base:,.0f} commits/s")
-    print(f"pivotal, 3-step sagas, sequential: {rate:,.0f} sagas/s ({events} events per saga)")
-    print(f"pivotal, 3-step sagas, {opts.concurrency} at once: {together:,.0f} sagas/s")
-    print(f"ratio sequential sagas/s : baseline commits/s = {rate / base:.4f}")
-    print(f"ratio concurrent sagas/s : baseline commits/s = {together / base:.4f}")
+            for n in modes
+        }
+    report("SQLite (WAL, synchronous=FULL)", base, rates)
+    if opts.postgres:
+        base = postgres_commits_per_second(opts.postgres, opts.baseline_seconds)
+        url = opts.postgres
+        rates = {
+            n: asyncio.run(
+                sagas_per_second(lambda: PostgresStore(url, migrate=True), opts.sagas, n)
+            )
+            for n in modes
+        }
+        report("PostgreSQL (loopback)", base, rates)
 
 
 if __name__ == "__main__":

@@ -129,9 +129,6 @@ class Orchestrator:
     async def run(self, saga_id: str, *, options: RunOptions | None = None) -> SagaState:
         """Lease the saga and drive it in this process until it ends, waits for a person,
         or (with ``options.max_inline_wait``) waits for a retry that is not yet due."""
-        stored = await self.get(saga_id)
-        if stored.state.status.terminal:
-            return stored.state
         async with self.lease(saga_id) as epoch:
             return await self.drive(saga_id, epoch, options)
 
@@ -144,6 +141,7 @@ class Orchestrator:
         """Hold the saga's lease; released on return or error, kept on a crash."""
         epoch = await self.store.claim(saga_id, self.owner, self.lease_ttl, self.clock.now())
         if epoch is None:
+            await self.get(saga_id)  # SagaNotFound when there is no such saga
             raise LeaseLost(f"saga {saga_id} is leased by another worker")
         try:
             yield epoch

@@ -31,6 +31,54 @@ def _pg(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
+Conn = psycopg.AsyncConnection[Any]
+
+
+async def _stepwise(conn: Conn, stmts: Sequence[Stmt]) -> BatchResult:
+    result = BatchResult()
+    for stmt in stmts:
+        async with conn.cursor() as cur:
+            if stmt.many:
+                await cur.executemany(_pg(stmt.sql), stmt.params)
+                continue
+            await cur.execute(_pg(stmt.sql), stmt.params)
+            if stmt.returning:
+                result.rows.append(list(await cur.fetchall()))
+            if stmt.fence is not None and cur.rowcount != 1:
+                raise LeaseLost(stmt.fence)
+            if stmt.guard and cur.rowcount == 0:
+                result.stopped = True
+                break
+    return result
+
+
+async def _pipelined(conn: Conn, stmts: Sequence[Stmt]) -> BatchResult:
+    """All statements in one pipeline; a failed fence refuses the whole transaction."""
+    cursors = [conn.cursor() for _ in stmts]
+    failure: psycopg.Error | None = None
+    try:
+        async with conn.pipeline() as pipeline:
+            for stmt, cur in zip(stmts, cursors, strict=True):
+                if stmt.many:
+                    await cur.executemany(_pg(stmt.sql), stmt.params)
+                else:
+                    await cur.execute(_pg(stmt.sql), stmt.params)
+            await pipeline.sync()
+    except psycopg.errors.IntegrityError as exc:  # e.g. a stale writer's events collide
+        failure = exc
+    for stmt, cur in zip(stmts, cursors, strict=True):
+        if stmt.fence is not None and cur.rowcount != 1:
+            raise LeaseLost(stmt.fence) from failure
+    if failure is not None:
+        raise failure
+    result = BatchResult()
+    for stmt, cur in zip(stmts, cursors, strict=True):
+        if stmt.returning:
+            result.rows.append(list(await cur.fetchall()))
+        await cur.close()
+    return result
+
+
 class PostgresStore(SQLStore):
     """A ledger in PostgreSQL. ``migrate=True`` applies pending migrations on open;
     otherwise an out-of-date schema is refused with a clear message."""
@@ -171,36 +219,39 @@ class PostgresStore(SQLStore):
         raise AssertionError("unreachable")
 
     async def _batch(self, stmts: Sequence[Stmt]) -> BatchResult:
+        # A batch with a guard must stop early; any other goes out in one round trip.
+        one_trip = len(stmts) > 1 and not any(stmt.guard for stmt in stmts)
+        run = _pipelined if one_trip else _stepwise
+
         async def once() -> BatchResult:
-            result = BatchResult()
             async with self._pool.connection() as conn, conn.transaction():
-                for stmt in stmts:
-                    async with conn.cursor() as cur:
-                        if stmt.many:
-                            await cur.executemany(_pg(stmt.sql), stmt.params)
-                            continue
-                        await cur.execute(_pg(stmt.sql), stmt.params)
-                        if stmt.returning:
-                            result.rows.append(list(await cur.fetchall()))
-                        if stmt.fence is not None and cur.rowcount != 1:
-                            raise LeaseLost(stmt.fence)
-                        if stmt.guard and cur.rowcount == 0:
-                            result.stopped = True
-                            break
-            return result
+                return await run(conn, stmts)
 
         return await self._retry(once)
 
     @asynccontextmanager
     async def _snapshot(self) -> AsyncIterator[Fetch]:
-        async with self._pool.connection() as conn, conn.transaction():
-            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        async with self._pool.connection() as conn:
+            await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            try:
 
-            async def fetch(sql: str, params: Sequence[Any]) -> list[Row]:
+                async def fetch(sql: str, params: Sequence[Any]) -> list[Row]:
+                    cur = await conn.execute(_pg(sql), params)
+                    return list(await cur.fetchall())
+
+                yield fetch
+            finally:
+                await conn.execute("COMMIT")
+
+    async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """One statement is its own snapshot: no transaction needed."""
+
+        async def once() -> list[Row]:
+            async with self._pool.connection() as conn:
                 cur = await conn.execute(_pg(sql), params)
                 return list(await cur.fetchall())
 
-            yield fetch
+        return await self._retry(once)
 
     async def _reading(self, read: Callable[[Fetch], Awaitable[T]]) -> T:
         async def once() -> T:
