@@ -157,79 +157,107 @@ class SagaState:
         return tuple(r for r in self.steps if r.undo_status is UndoStatus.DEAD_LETTERED)
 
 
-def _step(state: SagaState, index: int, **changes: Any) -> tuple[StepRecord, ...]:
-    steps = list(state.steps)
-    steps[index] = replace(steps[index], **changes)
-    return tuple(steps)
+def _step_changes(event: Event) -> dict[str, Any] | None:
+    """How a step-level event changes its step's record (None: not a step-level event)."""
+    d = event.data
+    match event.type:
+        case EventType.STEP_STARTED:
+            return {
+                "status": StepStatus.STARTED,
+                "attempts": event.attempt,
+                "next_attempt_at": None,
+            }
+        case EventType.STEP_SUCCEEDED:
+            return {
+                "status": StepStatus.SUCCEEDED,
+                "result": d.get("result"),
+                "error": None,
+                "next_attempt_at": None,
+            }
+        case EventType.STEP_RETRY_SCHEDULED:
+            return {
+                "status": StepStatus.RETRY_WAIT,
+                "error": d["error"],
+                "next_attempt_at": d["next_attempt_at"],
+            }
+        case EventType.STEP_FAILED:
+            return {"status": StepStatus.FAILED, "error": d["error"], "next_attempt_at": None}
+        case EventType.STEP_UNKNOWN:
+            return {
+                "status": StepStatus.UNKNOWN,
+                "error": d["error"],
+                "next_attempt_at": None,
+            }
+        case EventType.UNDO_STARTED:
+            return {
+                "undo_status": UndoStatus.STARTED,
+                "undo_attempts": event.attempt,
+                "undo_next_attempt_at": None,
+            }
+        case EventType.UNDO_SUCCEEDED:
+            return {"undo_status": UndoStatus.DONE, "undo_error": None}
+        case EventType.UNDO_RETRY_SCHEDULED:
+            return {
+                "undo_status": UndoStatus.RETRY_WAIT,
+                "undo_error": d["error"],
+                "undo_next_attempt_at": d["next_attempt_at"],
+            }
+        case EventType.UNDO_DEAD_LETTERED:
+            return {
+                "undo_status": UndoStatus.DEAD_LETTERED,
+                "undo_error": d["error"],
+                "undo_next_attempt_at": d.get("next_retry_at"),
+            }
+        case EventType.DEAD_LETTER_RESOLVED:
+            return {"undo_status": UndoStatus.RESOLVED, "undo_next_attempt_at": None}
+    return None
+
+
+# Events that give a step its outcome; outcomes are numbered in the order they happen.
+_OUTCOMES = frozenset({EventType.STEP_SUCCEEDED, EventType.STEP_UNKNOWN})
+
+
+def _submitted(event: Event) -> SagaState:
+    d = event.data
+    return SagaState(
+        saga_id=d["saga_id"],
+        catalogue=d["catalogue"],
+        plan_digest=d["plan_digest"],
+        provenance_ref=d["provenance_ref"],
+        status=SagaStatus.SUBMITTED,
+        steps=tuple(
+            StepRecord(index=n, name=s["name"], kind=s["kind"], group=s.get("group"))
+            for n, s in enumerate(d["steps"])
+        ),
+        created_at=event.at,
+        updated_at=event.at,
+        version=1,
+    )
 
 
 def apply(state: SagaState | None, event: Event) -> SagaState:
     """Fold one event into the state. Pure: the engine and ``replay`` share it."""
-    t, d, i = event.type, event.data, event.step
+    t, d = event.type, event.data
     if t is EventType.SAGA_SUBMITTED:
-        return SagaState(
-            saga_id=d["saga_id"],
-            catalogue=d["catalogue"],
-            plan_digest=d["plan_digest"],
-            provenance_ref=d["provenance_ref"],
-            status=SagaStatus.SUBMITTED,
-            steps=tuple(
-                StepRecord(index=n, name=s["name"], kind=s["kind"], group=s.get("group"))
-                for n, s in enumerate(d["steps"])
-            ),
-            created_at=event.at,
-            updated_at=event.at,
-            version=1,
-        )
+        return _submitted(event)
     if state is None:
         raise ValueError(f"{t.value} before saga_submitted")
     s = replace(state, version=state.version + 1, updated_at=event.at)
-    if t is EventType.STEP_STARTED:
-        assert i is not None
+    changes = _step_changes(event)
+    if changes is not None:
+        if event.step is None:
+            raise ValueError(f"{t.value} without a step index")
+        if t in _OUTCOMES:
+            s = replace(s, outcomes=s.outcomes + 1)
+            changes["seq"] = s.outcomes
+        steps = list(s.steps)
+        steps[event.step] = replace(steps[event.step], **changes)
         status = SagaStatus.RUNNING if s.status is SagaStatus.SUBMITTED else s.status
-        steps = _step(s, i, status=StepStatus.STARTED, attempts=event.attempt, next_attempt_at=None)
-        return replace(s, status=status, steps=steps)
-    if t is EventType.STEP_SUCCEEDED:
-        assert i is not None
-        steps = _step(
-            s,
-            i,
-            status=StepStatus.SUCCEEDED,
-            result=d.get("result"),
-            error=None,
-            next_attempt_at=None,
-            seq=s.outcomes + 1,
-        )
-        return replace(s, steps=steps, outcomes=s.outcomes + 1)
-    if t is EventType.STEP_RETRY_SCHEDULED:
-        assert i is not None
-        steps = _step(
-            s,
-            i,
-            status=StepStatus.RETRY_WAIT,
-            error=d["error"],
-            next_attempt_at=d["next_attempt_at"],
-        )
-        return replace(s, steps=steps)
-    if t is EventType.STEP_FAILED:
-        assert i is not None
-        steps = _step(s, i, status=StepStatus.FAILED, error=d["error"], next_attempt_at=None)
-        return replace(s, steps=steps)
-    if t is EventType.STEP_UNKNOWN:
-        assert i is not None
-        steps = _step(
-            s,
-            i,
-            status=StepStatus.UNKNOWN,
-            error=d["error"],
-            next_attempt_at=None,
-            seq=s.outcomes + 1,
-        )
-        return replace(s, steps=steps, outcomes=s.outcomes + 1)
+        return replace(s, steps=tuple(steps), status=status)
     if t is EventType.APPROVAL_REQUESTED:
-        assert i is not None
+        assert event.step is not None
         approval = ApprovalRecord(
-            step=i,
+            step=event.step,
             status=ApprovalStatus.PENDING,
             reason=d["reason"],
             rationale=d.get("rationale", ""),
@@ -250,47 +278,8 @@ def apply(state: SagaState | None, event: Event) -> SagaState:
         return replace(s, approval=approval, status=decided)
     if t is EventType.COMPENSATION_STARTED:
         return replace(s, status=SagaStatus.COMPENSATING, reason=d.get("reason"))
-    if t is EventType.UNDO_STARTED:
-        assert i is not None
-        steps = _step(
-            s,
-            i,
-            undo_status=UndoStatus.STARTED,
-            undo_attempts=event.attempt,
-            undo_next_attempt_at=None,
-        )
-        return replace(s, steps=steps)
-    if t is EventType.UNDO_SUCCEEDED:
-        assert i is not None
-        steps = _step(s, i, undo_status=UndoStatus.DONE, undo_error=None)
-        return replace(s, steps=steps)
-    if t is EventType.UNDO_RETRY_SCHEDULED:
-        assert i is not None
-        steps = _step(
-            s,
-            i,
-            undo_status=UndoStatus.RETRY_WAIT,
-            undo_error=d["error"],
-            undo_next_attempt_at=d["next_attempt_at"],
-        )
-        return replace(s, steps=steps)
-    if t is EventType.UNDO_DEAD_LETTERED:
-        assert i is not None
-        steps = _step(
-            s,
-            i,
-            undo_status=UndoStatus.DEAD_LETTERED,
-            undo_error=d["error"],
-            undo_next_attempt_at=d.get("next_retry_at"),
-        )
-        return replace(s, steps=steps)
-    if t is EventType.DEAD_LETTER_RESOLVED:
-        assert i is not None
-        steps = _step(s, i, undo_status=UndoStatus.RESOLVED, undo_next_attempt_at=None)
-        return replace(s, steps=steps)
     if t in _ENDINGS:
-        reason = d.get("reason", s.reason)
-        return replace(s, status=_ENDINGS[t], reason=reason)
+        return replace(s, status=_ENDINGS[t], reason=d.get("reason", s.reason))
     raise ValueError(f"unknown event type {t!r}")
 
 
