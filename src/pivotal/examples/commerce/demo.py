@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -235,6 +237,19 @@ async def run_demo(out: Path, console: Console | None = None) -> list[tuple[Scen
     console.print(summary)
     console.print(
         f"{len(results)} sagas in {time.perf_counter() - started:.2f}s; ledger: "
-        f"{out / 'pivotal.db'}  (try: pivotal sagas list --db sqlite:///{out / 'pivotal.db'})"
+        f"{out / 'pivotal.db'}  (try: {_command()} --db sqlite:///{out / 'pivotal.db'} "
+        "sagas list)"
     )
     return results
+
+
+def _command() -> str:
+    """How to call the CLI again: ``pivotal`` when it is on PATH, else the path it ran from."""
+    ran = Path(sys.argv[0])
+    on_path = shutil.which(ran.name)
+    if on_path and Path(on_path).resolve() == ran.resolve():
+        return ran.name
+    try:
+        return str(ran.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(ran)
