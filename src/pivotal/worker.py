@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import math
 from dataclasses import dataclass, field
 
 from pivotal.engine import RunOptions
@@ -111,34 +111,50 @@ class Worker:
         self._stopping.set()
 
     async def run(self, *, until_idle: bool = False) -> WorkerStats:
-        """Work until ``stop()``; with ``until_idle``, also stop once no saga is active."""
-        cfg, clock = self.config, self.orchestrator.clock
-        last_beat = last_sweep = -math.inf
+        """Work until ``stop()``; with ``until_idle``, also stop once no saga is active.
+
+        Heartbeats and sweeps run beside the claiming loop, so a slow sweep (an undo being
+        retried) never delays a heartbeat or a claim.
+        """
+        cfg = self.config
+        beating = asyncio.create_task(self._beat())
+        sweeping = asyncio.create_task(self._sweeps())
         stopping = asyncio.ensure_future(self._stopping.wait())
-        while not self._stopping.is_set():
-            now = clock.now()
-            if now - last_sweep >= cfg.sweep_interval:
-                last_sweep = now
-                await self._sweep()
-            if now - last_beat >= cfg.lease_ttl / 3:
-                last_beat = now
-                await self._heartbeat()
-            claimed = await self._claim()
-            if until_idle and not claimed and not self._tasks and not await self._active():
-                break
-            if not claimed:
-                # Wake on a notification (new work), a finished saga, or the poll interval.
-                wake = asyncio.ensure_future(self._wait_for_work(cfg.poll_interval))
-                await asyncio.wait(
-                    {stopping, wake, *self._tasks},
-                    timeout=cfg.poll_interval,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                wake.cancel()
-        stopping.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks)
+        try:
+            while not self._stopping.is_set():
+                claimed = await self._claim()
+                if until_idle and not claimed and not self._tasks and not await self._active():
+                    break
+                if not claimed:
+                    # Wake on a notification (new work), a finished saga, or the poll interval.
+                    wake = asyncio.ensure_future(self._wait_for_work(cfg.poll_interval))
+                    await asyncio.wait(
+                        {stopping, wake, *self._tasks},
+                        timeout=cfg.poll_interval,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    wake.cancel()
+        finally:
+            self._stopping.set()  # the sweep finishes its pass; the heartbeat keeps beating
+            stopping.cancel()
+            await sweeping
+            if self._tasks:
+                await asyncio.wait(self._tasks)
+            beating.cancel()
         return self.stats
+
+    async def _beat(self) -> None:
+        """Extend held leases every third of their length, until cancelled."""
+        while True:
+            await self._heartbeat()
+            await asyncio.sleep(self.config.lease_ttl / 3)
+
+    async def _sweeps(self) -> None:
+        """Sweep now and then every ``sweep_interval`` until the worker stops."""
+        while not self._stopping.is_set():
+            await self._sweep()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.config.sweep_interval)
 
     async def _wait_for_work(self, seconds: float) -> None:
         try:
@@ -185,6 +201,8 @@ class Worker:
         self.stats.runs += 1
         try:
             state = await orch.drive(saga_id, epoch, options)
+            if saga_id in self._lost:  # the heartbeat found it taken over: the pass stopped
+                raise LeaseLost(f"saga {saga_id} was taken over by another worker")
         except LeaseLost as exc:
             self.stats.leases_lost += 1
             log.warning(
