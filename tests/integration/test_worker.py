@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,10 +15,12 @@ from pivotal import (
     EventType,
     LeaseLost,
     Orchestrator,
+    Permanent,
     RetryPolicy,
     SagaStatus,
     StepContext,
     StepStatus,
+    SystemClock,
     Transient,
     parse_plan,
 )
@@ -258,3 +261,66 @@ async def test_a_stale_holder_is_fenced_after_its_lease_expires(store, clock) ->
     assert (await b.get("f")).state == state
     assert [e.data["by"] for e in events if e.type is EventType.STEP_STARTED] == ["A", "B"]
     await replays(b, "f")
+
+
+async def test_a_slow_sweep_never_delays_heartbeats(store) -> None:
+    """A dead letter whose retried undo hangs must not let a running saga's lease lapse."""
+    gate = asyncio.Event()
+    undo_calls: list[int] = []
+    catalogue = Catalogue("slow")
+
+    async def hanging_undo(args: Args, result: Any, ctx: StepContext) -> None:
+        undo_calls.append(ctx.attempt)
+        if len(undo_calls) == 1:
+            raise Permanent("refused")  # parked at once, due again immediately
+        await gate.wait()  # the sweep's retry hangs here
+
+    @catalogue.compensable(
+        undo=hanging_undo,
+        dead_letter_retry=RetryPolicy(max_attempts=5, base_delay=0.0, jitter=False),
+    )
+    async def hold(args: Args, ctx: StepContext) -> dict[str, int]:
+        if args.n == 0:
+            raise Permanent("no")  # this saga compensates and dead-letters its first step
+        if args.n == 2:
+            await gate.wait()  # the running saga's action hangs here
+        return {"held": args.n}
+
+    orchestrator = Orchestrator(store, catalogue, clock=SystemClock())
+    two = {
+        "catalogue": "slow",
+        "steps": [{"name": "hold", "args": {"n": 1}}, {"name": "hold", "args": {"n": 0}}],
+    }
+    await orchestrator.execute(parse_plan(two), saga_id="parked")
+    assert len(await store.dead_letters()) == 1
+    await orchestrator.submit(
+        parse_plan({"catalogue": "slow", "steps": [{"name": "hold", "args": {"n": 2}}]}),
+        saga_id="busy",
+    )
+    config = WorkerConfig(lease_ttl=0.3, poll_interval=0.02, sweep_interval=0.05)
+    worker = Worker(orchestrator, config)
+    running = asyncio.create_task(worker.run())
+
+    async def both_blocked() -> bool:
+        owner, _ = await lease(store, "busy")
+        return owner is not None and len(undo_calls) == 2
+
+    await eventually(both_blocked)
+    _, epoch = await lease(store, "busy")
+    await asyncio.sleep(1.0)  # more than three lease lengths, with the sweep stuck
+    found = await store.lease_of("busy")
+    assert found is not None
+    assert found[1] == epoch  # never taken over: the heartbeat kept the lease
+    assert found[2] is not None
+    assert found[2] > time.time()
+
+    gate.set()
+
+    async def settled() -> bool:
+        done = (await orchestrator.get("busy")).state.status is SagaStatus.COMPLETED
+        return done and await store.dead_letters() == []  # the retried undo settled it
+
+    await eventually(settled)
+    worker.stop()
+    await running
+    assert (await orchestrator.get("parked")).state.status is SagaStatus.COMPENSATED
