@@ -51,20 +51,19 @@ class Settings:
     db: str
     app: str | None
 
-    def sqlite_dir(self) -> Path:
-        path = (
-            self.db.removeprefix("sqlite:///")
-            if "://" not in self.db or self.db.startswith("sqlite:///")
-            else "."
-        )
-        return Path(path).parent if path != ":memory:" else Path(".")
+    def example_state(self) -> Path:
+        """Where the bundled example keeps its services: beside a SQLite ledger file, else
+        in the working folder."""
+        path = self.db.removeprefix("sqlite:///")
+        beside = "://" not in path and path != ":memory:"
+        return (Path(path).parent if beside else Path(".")) / "commerce.db"
 
     def load(self) -> App:
         if self.app:
             return load_app(self.app)
         from pivotal.examples.commerce import create_app
 
-        return create_app(self.sqlite_dir() / "commerce.db")
+        return create_app(self.example_state())
 
 
 @cli.callback()
@@ -113,13 +112,18 @@ def _print_errors(errors: tuple[PlanError, ...] | list[PlanError]) -> None:
 
 @asynccontextmanager
 async def _session(
-    settings: Settings, with_app: bool = True, migrate: bool = False, app: App | None = None
+    settings: Settings,
+    with_app: bool = True,
+    migrate: bool = False,
+    app: App | None = None,
+    **orchestrator: Any,
 ) -> AsyncIterator[Orchestrator]:
+    """An open ledger and an orchestrator over it (``orchestrator`` options pass through)."""
     app = app or (settings.load() if with_app else App([]))
     store: Store = open_store(settings.db, migrate=migrate)
     await store.open()
     try:
-        yield Orchestrator(store, app)
+        yield Orchestrator(store, app, **orchestrator)
     finally:
         await store.close()
 

@@ -63,10 +63,7 @@ def worker(
     )
 
     async def work(settings: Settings) -> WorkerStats:
-        async with _session(settings, migrate=migrate) as orch:
-            if name:
-                orch.owner = name
-            orch.lease_ttl = lease_ttl
+        async with _session(settings, migrate=migrate, owner=name, lease_ttl=lease_ttl) as orch:
             runner = Worker(orch, config)
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
