@@ -259,7 +259,12 @@ class Orchestrator:
                 ),
             ]
         await saga_run.emit(*events)
-        return await self.run(saga_id) if run else saga_run.state
+        if not run:
+            return saga_run.state
+        try:
+            return await self.run(saga_id)
+        except LeaseLost:  # a worker picked it up first (it was notified): it goes on there
+            return saga_run.state
 
     # -- audit --------------------------------------------------------------------------
 

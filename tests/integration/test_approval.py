@@ -200,3 +200,21 @@ async def test_gold_tier_has_a_higher_threshold(
     ]
     assert services.order_status("g1") == "paid"
     await check("gold")
+
+
+async def test_approving_while_a_worker_holds_the_saga_leaves_it_to_the_worker(
+    paused, orchestrator, store, clock, services, check
+) -> None:
+    """The approval is recorded; the worker that claimed the saga (notified) runs it."""
+    epoch = await store.claim("big", "worker-elsewhere", 30, clock.now())
+    assert epoch is not None
+
+    state = await orchestrator.approve("big", "alice", "ok")  # no error: recorded, not run
+
+    assert state.status is SagaStatus.RUNNING
+    assert state.approval is not None
+    assert state.approval.status is ApprovalStatus.APPROVED
+    assert services.calls("capture") == []  # nothing ran here
+    await store.release("big", epoch)
+    assert (await orchestrator.run("big")).status is SagaStatus.COMPLETED
+    await check("big")
