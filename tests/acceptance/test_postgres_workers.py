@@ -75,17 +75,31 @@ def statuses(url: str) -> dict[str, int]:
     return {str(s): int(n) for s, n in rows}
 
 
+def leases_held(url: str, owner: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM sagas WHERE lease_owner = %s", (owner,)).fetchone()
+    return int(row[0]) if row else 0
+
+
 def wait_for_leases(url: str, owner: str) -> None:
     """Until ``owner`` holds at least one saga."""
     deadline = time.monotonic() + 30
-    with psycopg.connect(url, autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            held = conn.execute("SELECT count(*) FROM sagas WHERE lease_owner = %s", (owner,))
-            row = held.fetchone()
-            if row and row[0]:
-                return
-            time.sleep(0.02)
+    while time.monotonic() < deadline:
+        if leases_held(url, owner):
+            return
+        time.sleep(0.02)
     pytest.fail(f"worker {owner} never held a lease")
+
+
+def freeze_holding_leases(proc: subprocess.Popen[bytes], url: str, owner: str) -> None:
+    """SIGSTOP the worker at a moment it holds leases (checked while it is frozen)."""
+    for _ in range(50):
+        wait_for_leases(url, owner)
+        proc.send_signal(signal.SIGSTOP)
+        if leases_held(url, owner):
+            return
+        proc.send_signal(signal.SIGCONT)  # it released them just before: try again
+    pytest.fail(f"could not freeze {owner} while it held a lease")
 
 
 def terminate_backends(url: str) -> int:
@@ -134,8 +148,7 @@ def test_four_workers_survive_a_kill_a_freeze_and_lost_connections(
     try:
         wait_for_leases(postgres_url, "w1")
         workers["w1"].send_signal(signal.SIGKILL)  # dies mid-run, leases held
-        wait_for_leases(postgres_url, "w2")
-        workers["w2"].send_signal(signal.SIGSTOP)  # frozen past its lease
+        freeze_holding_leases(workers["w2"], postgres_url, "w2")  # frozen past its lease
         time.sleep(1.0)
         assert terminate_backends(postgres_url) > 0  # every link is cut once
         time.sleep(3.0)
