@@ -211,7 +211,10 @@ class Worker:
             self._leases.pop(saga_id, None)
             self._lost.discard(saga_id)
             return
-        except Exception:
+        except PivotalError as exc:  # e.g. the ledger unreachable: a later pass goes on
+            self.stats.errors += 1
+            log.warning("%s: saga %s stopped in this pass: %s", self.owner, saga_id, exc)
+        except Exception:  # a bug in a step or a policy: keep the traceback
             self.stats.errors += 1
             log.exception("%s: saga %s failed in this pass", self.owner, saga_id)
         else:
@@ -244,8 +247,8 @@ class Worker:
     async def _sweep(self) -> None:
         try:
             report = await self.sweeper.sweep()
-        except PivotalError:
-            log.exception("%s: sweep failed", self.owner)
+        except PivotalError as exc:  # the ledger is unreachable: the next sweep tries again
+            log.warning("%s: sweep failed: %s", self.owner, exc)
             return
         self.stats.sweeps.merge(report)
         if report.leases_recovered:

@@ -214,6 +214,7 @@ class PostgresStore(SQLStore):
                     raise self._error(exc) from exc
                 log.warning("postgres link lost (%s); retrying", exc)
                 await asyncio.sleep(0.05 * attempt)
+                await self._pool.check()  # drop every idle connection the loss broke
             except psycopg.Error as exc:
                 raise self._error(exc) from exc
         raise AssertionError("unreachable")
