@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 
 from pivotal.engine import RunOptions
@@ -38,11 +39,13 @@ class SweepReport:
     dead_letters_retried: int = 0
     dead_letters_settled: int = 0
 
-    def merge(self, other: SweepReport) -> None:
-        self.leases_recovered += other.leases_recovered
-        self.approvals_expired += other.approvals_expired
-        self.dead_letters_retried += other.dead_letters_retried
-        self.dead_letters_settled += other.dead_letters_settled
+    def counts(self) -> dict[str, int]:
+        return {
+            "leases_recovered": len(self.leases_recovered),
+            "approvals_expired": len(self.approvals_expired),
+            "dead_letters_retried": self.dead_letters_retried,
+            "dead_letters_settled": self.dead_letters_settled,
+        }
 
 
 @dataclass
@@ -51,7 +54,7 @@ class WorkerStats:
     finished: dict[str, int] = field(default_factory=dict)  # final status -> count
     leases_lost: int = 0
     errors: int = 0
-    sweeps: SweepReport = field(default_factory=SweepReport)
+    swept: Counter[str] = field(default_factory=Counter)  # what the sweeps did, in totals
 
 
 class Sweeper:
@@ -250,7 +253,7 @@ class Worker:
         except PivotalError as exc:  # the ledger is unreachable: the next sweep tries again
             log.warning("%s: sweep failed: %s", self.owner, exc)
             return
-        self.stats.sweeps.merge(report)
+        self.stats.swept.update(report.counts())
         if report.leases_recovered:
             log.info(
                 "%s: recovered %d sagas with expired leases",
