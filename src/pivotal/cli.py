@@ -17,6 +17,7 @@ from rich.text import Text
 
 from pivotal import render
 from pivotal.app import App, load_app
+from pivotal.cli_options import AllFlag, JsonFlag
 from pivotal.errors import PivotalError, PlanParseError, PlanRejected
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import parse_plan
@@ -42,8 +43,6 @@ cli.add_typer(dead_letters_cli, name="dead-letters")
 
 out = Console()
 err = Console(stderr=True)
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
 
 @dataclass(frozen=True)
@@ -306,7 +305,7 @@ def _decide(ctx: typer.Context, saga_id: str, by: str, note: str, *, approve: bo
 @dead_letters_cli.command("list")
 def dead_letters_list(
     ctx: typer.Context,
-    show_all: Annotated[bool, typer.Option("--all", help="Include resolved ones")] = False,
+    show_all: AllFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Undos parked after their retries ran out."""

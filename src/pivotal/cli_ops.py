@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 
 from pivotal.cli import (
-    JsonFlag,
     PlanFile,
     SagaIdOption,
     Settings,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from pivotal.cli_options import AllFlag, JsonFlag
 from pivotal.planning.base import PlanRequest, Scalar
 from pivotal.planning.errors import EscalationNotFound, RequestInvalid
 from pivotal.planning.ledger import planning_ledger
@@ -34,7 +35,6 @@ shadow_cli = typer.Typer(
 
 BUNDLED_CATALOGUE = "fulfilment"  # the commerce example's default for `pivotal plan`
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 PlannerSpec = Annotated[str, typer.Option("--planner", help=f"One of: {SPECS}")]
 MaxReplans = Annotated[
     int, typer.Option("--max-replans", min=0, max=10, help="Re-plans before giving up")
@@ -160,7 +160,7 @@ def _print_run(out: Any, run: PlanningRun, state: SagaState | None) -> None:
 @escalations_cli.command("list")
 def escalations_list(
     ctx: typer.Context,
-    show_all: Annotated[bool, typer.Option("--all", help="Include resolved ones")] = False,
+    show_all: AllFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Escalations waiting for a person, newest first."""
