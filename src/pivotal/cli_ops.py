@@ -21,6 +21,7 @@ from pivotal.cli import (
     dead_letters_cli,
     out,
 )
+from pivotal.cli_options import JsonFlag
 from pivotal.store import open_store
 from pivotal.worker import Sweeper, SweepReport, Worker, WorkerConfig, WorkerStats
 
