@@ -15,9 +15,11 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
-from pivotal import SagaState, SQLiteStore, replay
+from pivotal import SagaState, replay
+from pivotal.store import open_store
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"
 
@@ -25,15 +27,20 @@ PIVOTAL = Path(sys.executable).parent / "pivotal"
 class Cli:
     """``cli(*args)`` runs one command against ``tmp/ledger.db`` and returns the result."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, url: str | None = None) -> None:
         self.tmp = tmp
         self.ledger = tmp / "ledger.db"
+        self.url = url or f"sqlite:///{self.ledger}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PIVOTAL_")}
         self.env |= {"COLUMNS": "250", "PYTHONPATH": str(tmp), "NO_COLOR": "1"}
         self.procs: list[subprocess.Popen[str]] = []
 
     def prefix(self, app: str | None) -> list[str]:
-        return [str(PIVOTAL), "--db", f"sqlite:///{self.ledger}", *(["--app", app] if app else [])]
+        return [str(PIVOTAL), "--db", self.url, *(["--app", app] if app else [])]
+
+    @property
+    def postgres(self) -> bool:
+        return self.url.startswith("postgresql://")
 
     def __call__(self, *args: str, app: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -81,6 +88,10 @@ class Cli:
         return (self.tmp / f"{name}.out").read_text(), (self.tmp / f"{name}.err").read_text()
 
     def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Rows of ``query`` (``?`` placeholders) on the ledger, whichever backend it is."""
+        if self.postgres:
+            with psycopg.connect(self.url, autocommit=True) as pg:
+                return pg.execute(query.replace("?", "%s"), params).fetchall()
         with closing(sqlite3.connect(self.ledger, timeout=10)) as conn:
             return conn.execute(query, params).fetchall()
 
@@ -88,7 +99,7 @@ class Cli:
         """Every saga's stored state, after checking that its events replay into it."""
 
         async def read() -> dict[str, SagaState]:
-            async with SQLiteStore(self.ledger) as store:
+            async with open_store(self.url) as store:
                 states = {}
                 for summary in await store.list_sagas(limit=10_000):
                     stored = await store.load(summary.saga_id)
@@ -125,5 +136,14 @@ class Cli:
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
     runner = Cli(tmp_path)
+    yield runner
+    runner.stop_all()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_cli(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cli]:
+    """The same commands against a SQLite file, then against a fresh PostgreSQL database."""
+    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    runner = Cli(tmp_path, url)
     yield runner
     runner.stop_all()

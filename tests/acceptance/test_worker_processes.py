@@ -1,4 +1,4 @@
-"""Real `pivotal worker` processes sharing one SQLite ledger: sharing work, and fencing."""
+"""Real `pivotal worker` processes sharing one ledger: sharing work, and fencing."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import subprocess
 import time
 from collections import Counter
 from typing import Any
+
+import psycopg
 
 from pivotal import Orchestrator, SQLiteStore, parse_plan
 from pivotal.examples.commerce import CommerceServices, Fault, create_app
@@ -159,19 +161,36 @@ def freeze(cli: Any, proc: subprocess.Popen[str]) -> None:
     """SIGSTOP ``proc`` at a moment when it holds no write lock on the ledger."""
     while True:
         os.kill(proc.pid, signal.SIGSTOP)
-        conn = sqlite3.connect(cli.ledger, timeout=0.2, isolation_level=None)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("ROLLBACK")
+        if not holds_write_lock(cli):
             return
-        except sqlite3.OperationalError:
-            os.kill(proc.pid, signal.SIGCONT)
-            time.sleep(0.05)
-        finally:
-            conn.close()
+        os.kill(proc.pid, signal.SIGCONT)
+        time.sleep(0.05)
 
 
-def test_a_frozen_worker_is_fenced_after_another_claims_its_saga(cli) -> None:
+def holds_write_lock(cli: Any) -> bool:
+    """Whether a (frozen) process keeps a write transaction open on the ledger."""
+    if cli.postgres:
+        with psycopg.connect(cli.url, autocommit=True) as pg:
+            pg.execute("SET lock_timeout = '200ms'")
+            try:
+                with pg.transaction():
+                    pg.execute("SELECT 1 FROM sagas FOR UPDATE")
+            except psycopg.errors.LockNotAvailable:
+                return True
+        return False
+    conn = sqlite3.connect(cli.ledger, timeout=0.2, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        conn.close()
+
+
+def test_a_frozen_worker_is_fenced_after_another_claims_its_saga(any_cli) -> None:
+    cli = any_cli
     (cli.tmp / "slowapp.py").write_text(SLOW_APP)
     app = "slowapp:app"
     steps = [{"name": "block", "args": {}}, {"name": "note", "args": {}}]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, Self
 
 from pivotal.plan import Plan, Provenance
 from pivotal.state import ApprovalRecord, Event, SagaState, SagaStatus
@@ -64,6 +64,10 @@ class Store(Protocol):
     async def open(self) -> None: ...
 
     async def close(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
 
     async def create(
         self, state: SagaState, plan: Plan, provenance: Provenance, events: Sequence[Event]
