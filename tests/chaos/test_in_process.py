@@ -7,6 +7,7 @@ import functools
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,8 +19,10 @@ from pivotal.testing import (
     Chaos,
     ChaosScenario,
     CrashSite,
+    LedgerFactory,
     Point,
     RunResult,
+    memory_ledger,
     run_in_process,
     trace,
 )
@@ -46,16 +49,22 @@ async def test_every_crash_site_of_every_scenario(pivotal_chaos: Chaos) -> None:
 
 
 async def test_every_crash_site_on_postgres(pivotal_chaos: Chaos, postgres_url: str) -> None:
+    results = await pivotal_chaos.explore(
+        CommerceWorld.create, SCENARIOS, ledger=emptied(postgres_url), mode="postgres"
+    )
+    check_coverage(results)
+
+
+def emptied(url: str) -> LedgerFactory:
+    """The PostgreSQL ledger at ``url``, emptied for each run."""
+
     @asynccontextmanager
     async def empty_postgres() -> AsyncIterator[Store]:
-        async with PostgresStore(postgres_url) as store:
+        async with PostgresStore(url) as store:
             await store.truncate()
             yield store
 
-    results = await pivotal_chaos.explore(
-        CommerceWorld.create, SCENARIOS, ledger=empty_postgres, mode="postgres"
-    )
-    check_coverage(results)
+    return empty_postgres
 
 
 def check_coverage(results: list[RunResult]) -> None:
@@ -98,31 +107,60 @@ def schedules(draw: st.DrawFn) -> tuple[ChaosScenario[CommerceWorld], list[Crash
     return scenario, draw(st.lists(site, min_size=1, max_size=3))
 
 
-@settings(
-    max_examples=2000,
-    deadline=None,
-    database=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(
-    schedule=schedules(),
-    extra=st.fixed_dictionaries({op: st.lists(fault, max_size=3) for op in OPS}),
-    seed=st.integers(0, 10_000),
-)
+def random_schedules(examples: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Hypothesis draws a scenario, up to three crash sites and a fault list per provider."""
+    decorate = settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    draw = given(
+        schedule=schedules(),
+        extra=st.fixed_dictionaries({op: st.lists(fault, max_size=3) for op in OPS}),
+        seed=st.integers(0, 10_000),
+    )
+    return lambda test: decorate(draw(test))
+
+
+def run_schedule(
+    schedule: tuple[ChaosScenario[CommerceWorld], list[CrashSite]],
+    extra: dict[str, list[Fault | None]],
+    seed: int,
+    request: pytest.FixtureRequest,
+    mode: str,
+    ledger: LedgerFactory = memory_ledger,
+) -> None:
+    scenario, crashes = schedule
+    report = request.config.stash[_REPORT]
+    world = _with_faults(scenario, extra)
+    result = asyncio.run(
+        run_in_process(CommerceWorld.create, world, crashes, seed=seed, ledger=ledger)
+    )
+    report.add(mode, result)
+    Chaos.assert_clean([result])
+
+
+@random_schedules(2000)
 def test_random_crash_and_fault_schedules(
     schedule: tuple[ChaosScenario[CommerceWorld], list[CrashSite]],
     extra: dict[str, list[Fault | None]],
     seed: int,
-    request: object,
+    request: pytest.FixtureRequest,
 ) -> None:
-    scenario, crashes = schedule
-    report = request.config.stash[_REPORT]  # type: ignore[attr-defined]
-    result = asyncio.run(
-        run_in_process(CommerceWorld.create, _with_faults(scenario, extra), crashes, seed=seed)
-    )
-    report.add("random", result)
-    Chaos.assert_clean([result])
+    run_schedule(schedule, extra, seed, request, "random")
+
+
+@random_schedules(300)
+def test_random_crash_and_fault_schedules_on_postgres(
+    schedule: tuple[ChaosScenario[CommerceWorld], list[CrashSite]],
+    extra: dict[str, list[Fault | None]],
+    seed: int,
+    request: pytest.FixtureRequest,
+    postgres_url: str,
+) -> None:
+    run_schedule(schedule, extra, seed, request, "random-postgres", emptied(postgres_url))
 
 
 async def test_the_invariants_catch_a_provider_that_ignores_keys() -> None:

@@ -1,26 +1,49 @@
-"""Every crash site of every commerce scenario with a real SIGKILL of a worker process."""
+"""Every crash site of every commerce scenario with a real SIGKILL of a worker process,
+on a SQLite ledger and on a PostgreSQL one."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from pivotal.examples.commerce import STATE_ENV
 from pivotal.examples.commerce.chaos import CommerceWorld, chaos_scenarios
+from pivotal.store.postgres import PostgresStore
 from pivotal.testing import Chaos, ChaosScenario, trace
 
 SCENARIOS = chaos_scenarios()
 APP = "pivotal.examples.commerce:create_app"
 
 
+def emptied(url: str) -> Callable[[Path], str]:
+    """The PostgreSQL ledger at ``url``, emptied before each run."""
+
+    async def truncate() -> None:
+        async with PostgresStore(url) as store:
+            await store.truncate()
+
+    def ledger(folder: Path) -> str:
+        asyncio.run(truncate())
+        return url
+
+    return ledger
+
+
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_sigkill_at_every_site(
-    pivotal_chaos: Chaos, tmp_path: Path, scenario: ChaosScenario[CommerceWorld]
+    pivotal_chaos: Chaos,
+    tmp_path: Path,
+    scenario: ChaosScenario[CommerceWorld],
+    backend: str,
+    request: pytest.FixtureRequest,
 ) -> None:
     sites = asyncio.run(trace(CommerceWorld.create, scenario))
+    ledger = emptied(request.getfixturevalue("postgres_url")) if backend == "postgres" else None
 
     results = pivotal_chaos.explore_killed(
         tmp_path,
@@ -29,6 +52,8 @@ def test_sigkill_at_every_site(
         sites,
         APP,
         env=lambda folder: {STATE_ENV: str(folder / "commerce.db")},
+        ledger=ledger,
+        mode="sigkill" if ledger is None else "sigkill-postgres",
     )
 
     assert len(results) == len(sites) > 0

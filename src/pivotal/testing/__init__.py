@@ -10,8 +10,10 @@ from pivotal.clock import FakeClock
 from pivotal.hooks import Point
 from pivotal.testing.chaos import (
     ChaosScenario,
+    LedgerFactory,
     RunResult,
     World,
+    memory_ledger,
     recover,
     run_in_process,
     trace,
@@ -31,6 +33,7 @@ __all__ = [
     "CrashSite",
     "EffectProbe",
     "FakeClock",
+    "LedgerFactory",
     "Point",
     "RunResult",
     "SimulatedCrash",
@@ -38,6 +41,7 @@ __all__ = [
     "Violation",
     "World",
     "check_invariants",
+    "memory_ledger",
     "recover",
     "run_in_process",
     "run_killed",

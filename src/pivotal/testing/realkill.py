@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from pivotal.clock import FakeClock
 from pivotal.orchestrator import Orchestrator
-from pivotal.store.sqlite import SQLiteStore
+from pivotal.store import open_store
 from pivotal.testing.chaos import SAGA_ID, ChaosScenario, RunResult, World, recover
 from pivotal.testing.crash import CrashSite
 from pivotal.testing.invariants import check_invariants
@@ -31,12 +31,16 @@ def run_killed(
     app_spec: str,
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
+    ledger: str | None = None,
 ) -> RunResult:
     """Submit on files in ``folder``; a worker subprocess dies by SIGKILL at ``site``;
     then a fresh worker (this process) recovers on the same files. ``make_world(folder)``
-    must open the same providers that ``app_spec`` loads in the subprocess."""
+    must open the same providers that ``app_spec`` loads in the subprocess.
+
+    ``ledger`` is the URL of an empty ledger; by default a SQLite file in ``folder``.
+    """
     folder.mkdir(parents=True, exist_ok=True)
-    ledger = folder / "ledger.db"
+    ledger = ledger or f"sqlite:///{folder / 'ledger.db'}"
     world = make_world(folder)
     try:
         scenario.prepare(world)
@@ -47,7 +51,7 @@ def run_killed(
                 "-m",
                 "pivotal.testing.crashworker",
                 "--db",
-                f"sqlite:///{ledger}",
+                ledger,
                 "--app",
                 app_spec,
                 "--crash-at",
@@ -70,15 +74,15 @@ def run_killed(
         world.close()
 
 
-async def _submit(ledger: Path, world: World, scenario: ChaosScenario[W]) -> None:
-    async with SQLiteStore(ledger) as store:
+async def _submit(ledger: str, world: World, scenario: ChaosScenario[W]) -> None:
+    async with open_store(ledger) as store:
         await Orchestrator(store, world.app).submit(scenario.plan, saga_id=SAGA_ID)
 
 
 async def _recover(
-    ledger: Path, world: World, scenario: ChaosScenario[W], site: CrashSite, fired: int
+    ledger: str, world: World, scenario: ChaosScenario[W], site: CrashSite, fired: int
 ) -> RunResult:
-    async with SQLiteStore(ledger) as store:
+    async with open_store(ledger) as store:
         # A fresh worker, started after the dead one's lease ran out.
         clock = FakeClock(start=time.time() + CHILD_LEASE_TTL + 1)
         state, _ = await recover(store, world.app, clock, SAGA_ID, approve=scenario.approve)

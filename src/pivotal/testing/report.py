@@ -122,18 +122,23 @@ class Chaos:
         sites: Iterable[CrashSite],
         app_spec: str,
         env: Callable[[Path], Mapping[str, str]] | None = None,
+        *,
+        ledger: Callable[[Path], str] | None = None,
+        mode: str = "sigkill",
     ) -> list[RunResult]:
         """The scenario with a real SIGKILL at each site, each run in its own sub-folder.
 
         ``env(run_folder)`` gives the worker subprocess's extra environment, e.g. where
-        ``app_spec`` finds the providers' state.
+        ``app_spec`` finds the providers' state. ``ledger(run_folder)`` gives the URL of an
+        empty ledger for the run; by default a SQLite file in the run folder.
         """
         results = []
         for n, site in enumerate(sites):
             run_folder = folder / f"{n:03d}"
             extra = env(run_folder) if env else None
-            result = run_killed(run_folder, make_world, scenario, site, app_spec, extra)
-            self.report.add("sigkill", result)
+            url = ledger(run_folder) if ledger else None
+            result = run_killed(run_folder, make_world, scenario, site, app_spec, extra, ledger=url)
+            self.report.add(mode, result)
             results.append(result)
         self.assert_clean(results)
         return results
