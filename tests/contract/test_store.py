@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import replace
 
 import pytest
 
-from pivotal import FakeClock, LeaseLost, Orchestrator, Plan, Provenance, SagaStatus
+from pivotal import FakeClock, LeaseLost, Orchestrator, Plan, Provenance, SagaStatus, StoreError
 from pivotal.catalogue import undo_key
 from pivotal.examples.commerce import CommerceApp
 from pivotal.state import Event, EventType, SagaState, apply
@@ -183,3 +184,25 @@ async def test_dead_letters_follow_undo_status(store: Store, app: CommerceApp) -
     assert await store.dead_letters() == []
     [settled] = await store.dead_letters(None)
     assert (settled.status, settled.resolution) == ("resolved", "refunded by hand")
+
+
+async def test_a_refused_write_keeps_nothing_and_the_store_goes_on(
+    store: Store, app: CommerceApp, caplog: pytest.LogCaptureFixture
+) -> None:
+    state = await submit(store, app, "s1")
+    after, event = step(state, EventType.STEP_STARTED, 0, key="s1:0")
+    clash = replace(event, seq=1)  # seq 1 is the submission's event
+
+    with pytest.raises(StoreError) as refused:
+        await store.commit(state, after, [clash], None)
+    assert not isinstance(refused.value, LeaseLost)
+    loaded = await store.load("s1")
+    assert loaded is not None
+    assert loaded.state == state  # the saga's row was not updated either
+    assert len(await store.events("s1")) == 1
+
+    for _ in range(12):  # more than the pool holds: no connection was left mid-transaction
+        assert await store.lease_of("s1") == (None, 0, None)
+    await store.commit(state, after, [event], None)
+    assert [e.type for e in await store.events("s1")][-1] is EventType.STEP_STARTED
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
