@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from pivotal.errors import StoreError
 from pivotal.plan import Plan
 from pivotal.planning.base import Attempt, AttemptError, PlannerInfo, PlanRequest
 from pivotal.planning.errors import EscalationClosed, EscalationNotFound
@@ -158,15 +159,30 @@ class SQLPlanningLedger:
         return stmts
 
     async def record_run(self, run: PlanningRun) -> None:
-        await self.store._batch(self.run_statements(run))
+        """Keep ``run``; recording the very same run again (a retry whose first try landed
+        before the link dropped) changes nothing, another run under its id is refused."""
+        try:
+            await self.store._batch(self.run_statements(run))
+        except StoreError:
+            if not await self._recorded(run):
+                raise
 
     async def escalate(self, run: PlanningRun, reason: str, at: float) -> Escalation:
+        """Keep ``run`` with an open escalation; idempotent like ``record_run``."""
         opened = Stmt(
             ESCALATION_INSERT,
             (run.run_id, EscalationStatus.OPEN.value, reason, at),
             returning=True,
         )
-        result = await self.store._batch([*self.run_statements(run), opened])
+        try:
+            result = await self.store._batch([*self.run_statements(run), opened])
+        except StoreError:
+            if not await self._recorded(run):
+                raise
+            found = await self._escalations("WHERE e.run_id = ?", (run.run_id,))
+            if not found:
+                raise
+            return found[0]
         escalation_id = int(result.rows[0][0][0])
         return Escalation(
             id=escalation_id,
@@ -174,6 +190,19 @@ class SQLPlanningLedger:
             status=EscalationStatus.OPEN,
             reason=reason,
             created_at=at,
+        )
+
+    async def _recorded(self, run: PlanningRun) -> bool:
+        """Whether the ledger already holds this very run (not just its id)."""
+        found = await self.store._fetch(
+            "SELECT request, outcome, attempts, created_at FROM planning_runs WHERE run_id = ?",
+            (run.run_id,),
+        )
+        return bool(found) and tuple(found[0]) == (
+            run.request.model_dump_json(),
+            run.outcome.value,
+            len(run.attempts),
+            run.created_at,
         )
 
     async def resolve(

@@ -57,6 +57,34 @@ async def test_a_run_and_its_escalation_are_one_transaction(
     assert await ledger.runs(PlanningMode.LIVE) == [run]
 
 
+async def test_recording_the_same_run_again_changes_nothing(
+    ledger: PlanningLedger, app, clock
+) -> None:
+    """What a retry meets when its first try landed before the link dropped."""
+    run = await rejected(app, clock, "run-1")
+    await ledger.record_run(run)
+    await ledger.record_run(run)
+    assert await ledger.runs(PlanningMode.LIVE) == [run]
+
+    other = await rejected(app, clock, "run-2")
+    opened = await ledger.escalate(other, "nothing fits", clock.now())
+    assert await ledger.escalate(other, "nothing fits", clock.now()) == opened
+    assert await ledger.escalations() == [opened]
+
+
+async def test_another_run_under_a_taken_id_is_refused(ledger: PlanningLedger, app, clock) -> None:
+    run = await rejected(app, clock, "run-1")
+    await ledger.record_run(run)
+    clock.advance(5)
+    later = await rejected(app, clock, "run-1")
+    with pytest.raises(StoreError):
+        await ledger.record_run(later)
+    with pytest.raises(StoreError):
+        await ledger.escalate(later, "nothing fits", clock.now())
+    assert await ledger.runs(PlanningMode.LIVE) == [run]
+    assert await ledger.escalations(None) == []
+
+
 async def test_escalations_are_listed_newest_first(ledger: PlanningLedger, app, clock) -> None:
     first = await ledger.escalate(await rejected(app, clock, "run-1"), "one", clock.now())
     second = await ledger.escalate(await rejected(app, clock, "run-2"), "two", clock.now())
