@@ -7,7 +7,6 @@ import os
 import random
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from lock_probes import sqlite_write_locked
 
 from pivotal import Orchestrator, Plan, SagaStatus
 from pivotal.examples.commerce import STATE_ENV, CommerceServices, Fault, create_app
@@ -108,23 +108,11 @@ def freeze_holding_leases(
     for _ in range(100):
         wait_for_leases(url, owner)
         proc.send_signal(signal.SIGSTOP)
-        if (held := leases_held(url, owner)) and not write_locked(state):
+        if (held := leases_held(url, owner)) and not sqlite_write_locked(state):
             return held
         proc.send_signal(signal.SIGCONT)  # try again a moment later
         time.sleep(0.01)
     pytest.fail(f"could not freeze {owner} while it held a lease")
-
-
-def write_locked(path: Path) -> bool:
-    conn = sqlite3.connect(path, timeout=0.1, isolation_level=None)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("ROLLBACK")
-        return False
-    except sqlite3.OperationalError:
-        return True
-    finally:
-        conn.close()
 
 
 def wait_until_taken_over(url: str, held: dict[str, int]) -> None:

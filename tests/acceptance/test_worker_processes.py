@@ -6,13 +6,12 @@ import asyncio
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import time
 from collections import Counter
 from typing import Any
 
-import psycopg
+from lock_probes import postgres_sagas_locked, sqlite_write_locked
 
 from pivotal import Orchestrator, SQLiteStore, parse_plan
 from pivotal.examples.commerce import CommerceServices, Fault, create_app
@@ -169,24 +168,7 @@ def freeze(cli: Any, proc: subprocess.Popen[str]) -> None:
 
 def holds_write_lock(cli: Any) -> bool:
     """Whether a (frozen) process keeps a write transaction open on the ledger."""
-    if cli.postgres:
-        with psycopg.connect(cli.url, autocommit=True) as pg:
-            pg.execute("SET lock_timeout = '200ms'")
-            try:
-                with pg.transaction():
-                    pg.execute("SELECT 1 FROM sagas FOR UPDATE")
-            except psycopg.errors.LockNotAvailable:
-                return True
-        return False
-    conn = sqlite3.connect(cli.ledger, timeout=0.2, isolation_level=None)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("ROLLBACK")
-        return False
-    except sqlite3.OperationalError:
-        return True
-    finally:
-        conn.close()
+    return postgres_sagas_locked(cli.url) if cli.postgres else sqlite_write_locked(cli.ledger)
 
 
 def test_a_frozen_worker_is_fenced_after_another_claims_its_saga(any_cli) -> None:
