@@ -105,8 +105,3 @@ def parse_plan(data: str | bytes | dict[str, Any]) -> Plan:
             where = ".".join(str(p) for p in err["loc"]) or "plan"
             problems.append(f"{where}: {err['msg']}")
         raise PlanParseError("malformed plan: " + "; ".join(problems)) from exc
-
-
-def plan_json_schema() -> dict[str, Any]:
-    """JSON Schema of the plan shape (any catalogue)."""
-    return Plan.model_json_schema()

@@ -44,9 +44,7 @@ async def _stepwise(conn: Conn, stmts: Sequence[Stmt]) -> BatchResult:
             await cur.execute(_pg(stmt.sql), stmt.params)
             if stmt.returning:
                 result.rows.append(list(await cur.fetchall()))
-            if stmt.fence is not None and cur.rowcount != 1:
-                raise LeaseLost(stmt.fence)
-            if stmt.guard and cur.rowcount == 0:
+            if stmt.ends_batch(cur.rowcount):
                 result.stopped = True
                 break
     return result

@@ -14,6 +14,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from pivotal.errors import LeaseLost
 from pivotal.plan import Plan, Provenance
 from pivotal.state import ApprovalStatus, Event, SagaState, SagaStatus
 from pivotal.store import rows
@@ -34,6 +35,13 @@ class Stmt:
     fence: str | None = None  # must touch exactly one row, else LeaseLost(fence)
     guard: bool = False  # touching no row ends the batch early (what ran is kept)
     returning: bool = False  # collect the rows it returns
+
+    def ends_batch(self, rowcount: int) -> bool:
+        """Apply the fence and the guard to the rows this statement touched: a failed
+        fence raises ``LeaseLost``; True when the guard ends the batch here."""
+        if self.fence is not None and rowcount != 1:
+            raise LeaseLost(self.fence)
+        return self.guard and rowcount == 0
 
 
 @dataclass

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pivotal.errors import LeaseLost, SchemaMismatch, StoreError
+from pivotal.errors import SchemaMismatch, StoreError
 from pivotal.store.schema import SQLITE_MIGRATIONS
 from pivotal.store.sql import BatchResult, Fetch, Row, SQLStore, Stmt
 from pivotal.store.writer import GroupWriter
@@ -57,9 +57,7 @@ class SQLiteStore(SQLStore):
             cur = conn.execute(stmt.sql, stmt.params)
             if stmt.returning:
                 result.rows.append(cur.fetchall())
-            if stmt.fence is not None and cur.rowcount != 1:
-                raise LeaseLost(stmt.fence)
-            if stmt.guard and cur.rowcount == 0:
+            if stmt.ends_batch(cur.rowcount):
                 result.stopped = True
                 break
         return result

@@ -93,14 +93,7 @@ def chaos_scenarios() -> list[ChaosScenario[CommerceWorld]]:
     """Every demo scenario, then a parallel group that ships and one that is refused."""
     out: list[ChaosScenario[CommerceWorld]] = []
     for n, s in enumerate(scenarios(), 1):
-
-        def prepare(world: CommerceWorld, s: object = s) -> None:
-            services = world.app.services
-            for order in ("4471", "4472"):
-                services.order(order, customer=f"c-{order}")
-            s.faults(services.faults)  # type: ignore[attr-defined]
-
-        out.append(ChaosScenario(f"demo-{n}", s.plan, prepare, approve=s.approve))
+        out.append(ChaosScenario(f"demo-{n}", s.plan, _preparer(s), approve=s.approve))
     out.append(ChaosScenario("parallel-ok", _parallel_plan()))
     out.append(
         ChaosScenario(
