@@ -3,7 +3,12 @@
 Group commit: while one commit is on disk, the transactions that arrive queue up; the writer
 then runs them all, each inside its own savepoint, and makes them durable with one fsync.
 No caller hears back before its work is committed, so intent-before-effect still holds; a
-transaction that fails rolls back to its savepoint and takes nothing else with it.
+transaction that fails rolls back to its savepoint and takes nothing else with it, unless
+SQLite rolled back the whole transaction (disk full, I/O error): then every transaction of the
+group fails, as none of them was kept.
+
+No caller waits for ever: if the thread dies (or is stopped), every queued and later call
+fails at once with a ``StoreError``.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+from pivotal.errors import StoreError
 
 T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], Any]
@@ -32,11 +39,12 @@ class _Job:
     done: bool = field(default=False)
 
     def deliver(self) -> None:
+        self.done = True
         with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody waits
             self.loop.call_soon_threadsafe(self._settle)
 
     def _settle(self) -> None:
-        if self.future.cancelled():
+        if self.future.done():  # cancelled by its caller
             return
         if self.error is not None:
             self.future.set_exception(self.error)
@@ -50,11 +58,16 @@ class GroupWriter:
     def __init__(self, connect: Callable[[], sqlite3.Connection], name: str, max_group: int = 64):
         self._connect = connect
         self._max_group = max_group
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()  # None: stop
         self._conn: sqlite3.Connection | None = None
+        self._serving: list[_Job] = []  # taken from the queue, not yet answered ...
+        self._ahead: list[_Job | None] = []  # ... and the one taken that ended a group
+        self._lock = threading.Lock()  # orders submits against the end of the thread
+        self._ended: str | None = None  # why the writer serves no more, once it does not
+        self._end_cause: BaseException | None = None
         self.commits = 0  # how many commits (fsyncs) ...
         self.transactions = 0  # ... served how many transactions
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
     async def call(self, work: Work) -> Any:
@@ -68,40 +81,67 @@ class GroupWriter:
     async def _submit(self, work: Work, *, transaction: bool) -> Any:
         loop = asyncio.get_running_loop()
         job = _Job(work, transaction, loop, loop.create_future())
-        self._jobs.put(job)
+        with self._lock:
+            if self._ended is not None:
+                raise self._refusal()
+            self._jobs.put(job)
         return await job.future
 
     def stop(self) -> None:
         self._jobs.put(None)
         self._thread.join()
 
+    def _refusal(self) -> StoreError:
+        error = StoreError(self._ended)
+        error.__cause__ = self._end_cause
+        return error
+
     # -- the writer thread ------------------------------------------------------------------
 
-    def _loop(self) -> None:
-        pending: _Job | None = None
-        while True:
-            job = pending or self._jobs.get()
-            pending = None
-            if job is None:
-                break
-            if not job.transaction:
-                self._alone(job)
-                continue
-            group = [job]
-            while len(group) < self._max_group:
-                try:
-                    more = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None or not more.transaction:
-                    pending = more
-                    break
-                group.append(more)
-            self._commit(group)
-            if pending is None and len(group) < self._max_group:
-                continue
+    def _serve(self) -> None:
+        """Serve until stopped; whatever ends the thread, fail every job left unanswered."""
+        try:
+            self._loop()
+            ended, cause = f"the writer {self._thread.name} is stopped", None
+        except BaseException as exc:  # a bug, or a failure nothing handles: told to callers
+            ended, cause = f"the writer thread {self._thread.name} died: {exc!r}", exc
+        with self._lock:
+            self._ended, self._end_cause = ended, cause
+        left = [*self._serving, *self._ahead]
+        with contextlib.suppress(queue.Empty):
+            while True:
+                left.append(self._jobs.get_nowait())
+        for job in left:
+            if job is not None and not job.done:
+                job.error = self._refusal()
+                job.deliver()
         if self._conn is not None:
-            self._conn.close()
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+
+    def _loop(self) -> None:
+        while True:
+            job = self._ahead.pop() if self._ahead else self._jobs.get()
+            if job is None:
+                return
+            self._serving = [job]
+            if job.transaction:
+                self._gather()
+                self._commit(self._serving)
+            else:
+                self._alone(job)
+
+    def _gather(self) -> None:
+        """Add the transactions already queued to the group; keep what ends it for later."""
+        while len(self._serving) < self._max_group:
+            try:
+                more = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            if more is None or not more.transaction:
+                self._ahead.append(more)
+                return
+            self._serving.append(more)
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -120,26 +160,41 @@ class GroupWriter:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            for job in group:
-                job.error = exc
-                job.deliver()
-            return
+            lost: BaseException | None = exc
+        else:
+            lost = self._run(conn, group)
+            if lost is None:
+                self.commits += 1
+                self.transactions += len(group)
+            elif conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):  # the connection stays usable
+                    conn.execute("ROLLBACK")
         for job in group:
-            conn.execute("SAVEPOINT job")
-            try:
-                job.result = job.work(conn)
-            except BaseException as exc:
-                job.error = exc
-                conn.execute("ROLLBACK TO job")
-            conn.execute("RELEASE job")
-        try:
-            conn.execute("COMMIT")
-            self.commits += 1
-            self.transactions += len(group)
-        except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            for job in group:
-                job.error = job.error or exc
-        for job in group:
+            if lost is not None and job.error is None:  # its work was rolled back too
+                job.error = lost if isinstance(lost, sqlite3.Error) else _lost(lost)
             job.deliver()
+
+    @staticmethod
+    def _run(conn: sqlite3.Connection, group: list[_Job]) -> BaseException | None:
+        """Run each job in its savepoint, then commit; return why all was lost, if it was."""
+        try:
+            for job in group:
+                conn.execute("SAVEPOINT job")
+                try:
+                    job.result = job.work(conn)
+                except BaseException as exc:
+                    job.error = exc
+                    if not conn.in_transaction:  # SQLite rolled back the whole transaction
+                        return exc
+                    conn.execute("ROLLBACK TO job")
+                conn.execute("RELEASE job")
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:  # the transaction could not go on, or not commit
+            return exc
+        return None
+
+
+def _lost(cause: BaseException) -> StoreError:
+    error = StoreError(f"the transaction was rolled back with its group after {cause!r}")
+    error.__cause__ = cause
+    return error
