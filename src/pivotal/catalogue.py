@@ -48,7 +48,8 @@ class StepContext:
 
 
 Action = Callable[[Any, StepContext], Awaitable[Any]]
-Undo = Callable[[Any, Any, StepContext], Awaitable[None]]
+Undo = Callable[[Any, Any, StepContext], Awaitable[str | None]]
+"""``undo(args, result, ctx)``; it may return a note on what it did, kept on its event."""
 Lookup = Callable[[Any, StepContext], Awaitable[Any]]
 Precondition = Callable[[Any], "str | None"]
 
@@ -73,6 +74,10 @@ class Step:
     "not found" as already undone. ``lookup(args, ctx)`` returns the recorded result of the
     effect made with ``ctx.key``, or ``None`` when there is none. ``precondition(args)`` is
     side-effect free and returns a reason when it does not hold.
+
+    An exception from the action means "outcome unknown" unless it is ``Permanent``, an
+    ``Abort``, or one of ``no_effect_on`` (exceptions the action raises only when it
+    certainly took no effect); transient errors are retried with the same key.
     """
 
     name: str
@@ -91,6 +96,7 @@ class Step:
     timeout: float | None = None
     retryable: bool = True
     retry_on: RetryPredicate | None = None
+    no_effect_on: tuple[type[BaseException], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").isalnum():
@@ -164,6 +170,7 @@ class Catalogue:
         timeout: float | None = None,
         retryable: bool = True,
         retry_on: RetryPredicate | None = None,
+        no_effect_on: tuple[type[BaseException], ...] = (),
     ) -> Callable[[F], F]:
         """Decorator declaring ``fn`` as the action of a new step; returns ``fn`` unchanged."""
 
@@ -188,6 +195,7 @@ class Catalogue:
                     timeout=timeout,
                     retryable=retryable,
                     retry_on=retry_on,
+                    no_effect_on=no_effect_on,
                     **extra,
                 )
             )

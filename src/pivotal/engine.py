@@ -14,8 +14,10 @@ from pydantic_core import to_jsonable_python
 
 from pivotal.catalogue import Catalogue, Step, StepContext, StepKind, action_key, undo_key
 from pivotal.clock import Clock
+from pivotal.errors import StoreError, VersionConflict
 from pivotal.hooks import Hook, Point
 from pivotal.plan import Plan, Provenance
+from pivotal.policy import DAY, ApprovalRequirement
 from pivotal.retry import Outcome, RetryPolicy, classify
 from pivotal.state import (
     ApprovalStatus,
@@ -37,11 +39,33 @@ _MAY_HAVE_EFFECT = (
     StepStatus.UNKNOWN,
 )
 _UNDO_SETTLED = (UndoStatus.DONE, UndoStatus.DEAD_LETTERED, UndoStatus.RESOLVED)
+_UNDO_OPEN = (UndoStatus.STARTED, UndoStatus.RETRY_WAIT, UndoStatus.DEAD_LETTERED)
+_MAX_RELOADS = 5  # version conflicts (a decision written meanwhile) one pass absorbs
+_NOTE_LIMIT = 2000
 
 
 def describe(exc: BaseException) -> str:
-    text = str(exc)
+    try:
+        text = str(exc)
+    except Exception:  # a user exception whose __str__ raises
+        text = ""
+    text = text if len(text) <= _NOTE_LIMIT else text[:_NOTE_LIMIT] + "..."
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def jsonable(value: Any) -> Any:
+    """A result as JSON-able data; what cannot be converted is kept as its text."""
+    try:
+        return to_jsonable_python(value, fallback=str)
+    except Exception:
+        return {"unserialisable": describe_value(value)}
+
+
+def describe_value(value: Any) -> str:
+    try:
+        return repr(value)[:_NOTE_LIMIT]
+    except Exception:
+        return type(value).__name__
 
 
 def point_of_no_return(state: SagaState) -> int | None:
@@ -98,6 +122,7 @@ class SagaRun:
         self._lock = asyncio.Lock()
         self._pending: list[Event] = []
         self._committed = state
+        self._broken: BaseException | None = None
         self._calls = plan.calls()
         self._args: dict[int, BaseModel] = {}
 
@@ -119,27 +144,47 @@ class SagaRun:
         process dies first, the step is still ``started`` in the ledger, and recovery
         settles it by lookup or by repeating the call with the same key. Every intent is
         committed before its call, and so is every deferred outcome before it.
+
+        State is published only once the store acknowledged it. A failed commit breaks the
+        pass: every later write of it is refused, and the next pass starts from the ledger.
         """
         async with self._lock:
+            if self._broken is not None:
+                raise StoreError(f"an earlier write of this pass failed: {self._broken}")
             after = self.state
+            staged = []
             for e in events:
                 e = replace(e, seq=after.version + 1)
                 after = apply(after, e)
-                self._pending.append(e)
-            self.state = after
-            if not defer:
-                await self._flush()
+                staged.append(e)
+            if defer:
+                self._pending.extend(staged)
+                self.state = after
+            else:
+                await self._commit(after, [*self._pending, *staged])
 
     async def flush(self) -> None:
         """Commit deferred events now."""
         async with self._lock:
-            await self._flush()
+            if self._pending and self._broken is None:
+                await self._commit(self.state, list(self._pending))
 
-    async def _flush(self) -> None:
-        if self._pending:
-            pending, self._pending = self._pending, []
-            await self.store.commit(self._committed, self.state, pending, self.epoch)
-            self._committed = self.state
+    async def _commit(self, after: SagaState, events: list[Event]) -> None:
+        try:
+            await self.store.commit(self._committed, after, events, self.epoch)
+        except BaseException as exc:
+            self._broken = exc
+            raise
+        self.state = self._committed = after
+        self._pending = []
+
+    async def _reload(self) -> None:
+        """Start over from the ledger (after a decision was written meanwhile)."""
+        stored = await self.store.load(self.state.saga_id)
+        if stored is None:
+            raise StoreError(f"saga {self.state.saga_id} vanished from the ledger")
+        self.state = self._committed = stored.state
+        self._pending, self._broken = [], None
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -150,6 +195,14 @@ class SagaRun:
         if index not in self._args:
             self._args[index] = self.step_of(index).parse_args(self._calls[index].call.args)
         return self._args[index]
+
+    def _args_or_error(self, index: int) -> BaseModel | str:
+        """The step's arguments, or why they cannot be had (the catalogue changed since the
+        plan was validated, or its model raised)."""
+        try:
+            return self.args_of(index)
+        except Exception as exc:
+            return f"arguments of {self.state.steps[index].name} no longer parse: {describe(exc)}"
 
     def context(self, index: int, attempt: int, *, undo: bool = False) -> StepContext:
         key = action_key(self.state.saga_id, index)
@@ -192,18 +245,32 @@ class SagaRun:
             return None, None
         if found is None:
             return False, None
-        return True, to_jsonable_python(found, fallback=str)
+        return True, jsonable(found)
 
     # -- the loop -----------------------------------------------------------------------
 
     async def drive(self) -> SagaState:
         """Advance the saga until it ends, waits for a person, or the pass is suspended
         (a retry not yet due, or the worker stopping): its state so far is committed."""
-        try:
-            return await self._drive()
-        except Suspended:
-            await self.flush()
-            return self.state
+        conflicts = 0
+        while True:
+            try:
+                try:
+                    return await self._drive()
+                except Suspended:
+                    await self.flush()
+                    return self.state
+            except VersionConflict:
+                conflicts += 1
+                if conflicts > _MAX_RELOADS:
+                    raise
+                await self._reload()
+
+    async def park(self, reason: str) -> SagaState:
+        """Stop the saga for a person (a poison saga): ``needs_human`` with the reason."""
+        if not self.state.status.terminal:
+            await self.emit(self.event(EventType.SAGA_NEEDS_HUMAN, reason=reason, poison=True))
+        return self.state
 
     async def _drive(self) -> SagaState:
         while True:
@@ -233,14 +300,29 @@ class SagaRun:
             await self._after(unit)
 
     async def _together(self, unit: list[int]) -> None:
-        """Run a parallel group: every member to its outcome, none cancelled mid-effect."""
-        results = await asyncio.gather(*(self.execute(i) for i in unit), return_exceptions=True)
-        failures = [r for r in results if isinstance(r, BaseException)]
-        for failure in failures:  # a crash or a lost lease wins over a suspension
-            if not isinstance(failure, Suspended):
-                raise failure
-        if failures:
-            raise failures[0]
+        """Run a parallel group: every member to its outcome. A crash, a lost lease or a
+        failed commit in one member ends the pass and cancels the others; the next pass
+        settles what they left in doubt from the ledger."""
+        tasks = [asyncio.ensure_future(self.execute(i)) for i in unit]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            failed = [t for t in tasks if t.done() and not t.cancelled() and t.exception()]
+            fatal = [t for t in failed if not isinstance(t.exception(), Suspended)]
+            if fatal:
+                for t in tasks:
+                    t.cancel()
+            await asyncio.wait(tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        errors = [t.exception() for t in tasks if not t.cancelled() and t.exception()]
+        for error in errors:  # a crash, a lost lease or a failed write wins over a suspension
+            if error is not None and not isinstance(error, Suspended):
+                raise error
+        if errors and errors[0] is not None:
+            raise errors[0]
 
     def _next_unit(self) -> list[int] | None:
         first = next((r for r in self.state.steps if r.status is not StepStatus.SUCCEEDED), None)
@@ -257,8 +339,7 @@ class SagaRun:
             return True
         approval, now = self.state.approval, self.clock.now()
         if approval is None:
-            policy = self.catalogue.approval
-            need = policy(rec.name, self.args_of(index), self.plan) if policy else None
+            need = self._approval_needed(index)
             if need is None:
                 return True
             await self.emit(
@@ -284,6 +365,28 @@ class SagaRun:
             return approval.status is ApprovalStatus.APPROVED
         return False  # rejected or expired: compensation already started
 
+    def _approval_needed(self, index: int) -> ApprovalRequirement | None:
+        """Ask the catalogue's policy; a policy that fails sends the pivot to a person."""
+        policy = self.catalogue.approval
+        if policy is None:
+            return None
+        args = self._args_or_error(index)
+        if isinstance(args, str):
+            return None  # the step records the failure without calling anything
+        name = self.state.steps[index].name
+        try:
+            need = policy(name, args, self.plan)
+            if need is not None and not isinstance(need, ApprovalRequirement):
+                raise TypeError(f"the policy returned {describe_value(need)}")
+            if need is not None:
+                float(need.expires_in)
+        except Exception as exc:
+            return ApprovalRequirement(
+                f"the approval policy failed on {name} ({describe(exc)}): a person must decide",
+                DAY,
+            )
+        return need
+
     async def _after(self, unit: list[int]) -> None:
         bad = [
             self.state.steps[i]
@@ -308,30 +411,38 @@ class SagaRun:
     # -- forward ------------------------------------------------------------------------
 
     async def execute(self, index: int) -> None:
-        """Run one step until it reaches an outcome, retrying transient failures."""
+        """Run one step until it reaches an outcome, retrying transient failures.
+
+        Every call into the step's code is contained: what it raises becomes a recorded
+        outcome. An attempt whose outcome was never recorded (the process stopped during the
+        call) counts against the retry budget.
+        """
         step = self.step_of(index)
         rec = self.state.steps[index]
         if rec.status in _OUTCOME_REACHED:
             return
-        args = self.args_of(index)
+        args = self._args_or_error(index)
+        if isinstance(args, str):
+            if rec.status is StepStatus.PENDING:  # nothing was called: no effect
+                await self._fail(index, None, args, "arguments")
+            else:
+                await self._unknown(index, rec.attempts, args)
+            return
         if rec.status is StepStatus.PENDING and step.precondition is not None:
-            reason = step.precondition(args)
+            reason = self._precondition(step, args)
             if reason:
-                await self.emit(
-                    self.event(
-                        EventType.STEP_FAILED,
-                        step=index,
-                        error=f"precondition no longer holds: {reason}",
-                        outcome="precondition",
-                    )
-                )
+                await self._fail(index, None, reason, "precondition")
                 return
+        policy = step.policy
         if rec.status is StepStatus.STARTED:
+            if policy.exhausted(rec.attempts):
+                error = f"attempt {rec.attempts} was interrupted before its outcome was recorded"
+                await self._settle_doubt(index, rec.attempts, error, Outcome.UNKNOWN)
+                return
             found, result = await self._lookup(index, rec.attempts)
             if found:
                 await self._succeed(index, result, via="lookup")
                 return
-        policy = step.policy
         while True:
             rec = self.state.steps[index]
             if rec.status is StepStatus.RETRY_WAIT:
@@ -348,25 +459,40 @@ class SagaRun:
             try:
                 result = await self._bounded(step.action(args, ctx), step.timeout)
             except Exception as exc:
-                outcome, error = classify(exc, step.retry_on), describe(exc)
+                outcome = classify(exc, step.retry_on, step.no_effect_on)
+                error = describe(exc)
             else:
                 self._hook(Point.AFTER_EFFECT, index)
-                await self._succeed(index, to_jsonable_python(result, fallback=str))
+                await self._succeed(index, jsonable(result))
                 return
             if outcome is Outcome.TRANSIENT and not policy.exhausted(attempt):
                 await self._schedule(EventType.STEP_RETRY_SCHEDULED, index, attempt, error, policy)
                 continue
-            if outcome is not Outcome.TRANSIENT and attempt == 1:
-                await self.emit(
-                    self.event(
-                        EventType.STEP_FAILED, index, attempt, error=error, outcome=outcome.value
-                    )
-                )
+            if outcome in (Outcome.PERMANENT, Outcome.ABORT) and attempt == 1:
+                await self._fail(index, attempt, error, outcome.value)
                 return
-            # Retries ran out, or a retry was refused after an earlier attempt whose
-            # outcome was never known: that attempt may have taken effect.
+            # The outcome is unknown, retries ran out, or a retry was refused after an
+            # earlier attempt whose outcome was never known: it may have taken effect.
             await self._settle_doubt(index, attempt, error, outcome)
             return
+
+    @staticmethod
+    def _precondition(step: Step, args: BaseModel) -> str | None:
+        """Why the precondition does not hold (a raising one does not hold), else None."""
+        try:
+            reason = step.precondition(args) if step.precondition else None
+        except Exception as exc:
+            return f"precondition raised {describe(exc)}"
+        return f"precondition no longer holds: {reason}" if reason else None
+
+    async def _fail(self, index: int, attempt: int | None, error: str, outcome: str) -> None:
+        """The step took no effect."""
+        await self.emit(
+            self.event(EventType.STEP_FAILED, index, attempt, error=error, outcome=outcome)
+        )
+
+    async def _unknown(self, index: int, attempt: int, error: str) -> None:
+        await self.emit(self.event(EventType.STEP_UNKNOWN, index, attempt, error=error))
 
     async def _succeed(self, index: int, result: Any, via: str = "action") -> None:
         await self.emit(
@@ -389,23 +515,11 @@ class SagaRun:
         if found and outcome is not Outcome.ABORT:
             await self._succeed(index, result, via="lookup")
         elif found is False:
-            await self.emit(
-                self.event(
-                    EventType.STEP_FAILED,
-                    index,
-                    attempt,
-                    error=f"{error} (after {attempt} attempts; lookup found no effect)",
-                    outcome="exhausted",
-                )
-            )
+            error = f"{error} (after {attempt} attempts; lookup found no effect)"
+            await self._fail(index, attempt, error, "exhausted")
         else:
-            await self.emit(
-                self.event(
-                    EventType.STEP_UNKNOWN,
-                    index,
-                    attempt,
-                    error=f"{error} (after {attempt} attempts; outcome unknown)",
-                )
+            await self._unknown(
+                index, attempt, f"{error} (after {attempt} attempts; outcome unknown)"
             )
 
     # -- backward -----------------------------------------------------------------------
@@ -431,11 +545,20 @@ class SagaRun:
             await self.emit(self.event(EventType.SAGA_COMPENSATED, reason=self.state.reason))
 
     async def undo(self, index: int) -> None:
-        """Run one step's undo until it succeeds or is parked as a dead letter."""
+        """Run one step's undo until it succeeds or is parked as a dead letter.
+
+        Any failure but ``Permanent`` (or an exception the step declares as "no effect") is
+        retried with the same undo key; an undo attempt interrupted before its outcome was
+        recorded counts against the budget.
+        """
         policy = self.step_of(index).undo_retry
         while True:
             rec = self.state.steps[index]
             if rec.undo_status in _UNDO_SETTLED:
+                return
+            if rec.undo_status is UndoStatus.STARTED and policy.exhausted(rec.undo_attempts):
+                doubt = f"undo attempt {rec.undo_attempts} was interrupted before its outcome"
+                await self._park(index, rec.undo_attempts, doubt, retries=0)
                 return
             if rec.undo_status is UndoStatus.RETRY_WAIT:
                 await self._wait_until(rec.undo_next_attempt_at)
@@ -444,7 +567,8 @@ class SagaRun:
             if error is None:
                 return
             outcome, message = error
-            if outcome is Outcome.TRANSIENT and not policy.exhausted(attempt):
+            retry = outcome in (Outcome.TRANSIENT, Outcome.UNKNOWN)
+            if retry and not policy.exhausted(attempt):
                 await self._schedule(
                     EventType.UNDO_RETRY_SCHEDULED, index, attempt, message, policy
                 )
@@ -456,6 +580,9 @@ class SagaRun:
         """One undo call under its intent; None when it succeeded."""
         step = self.step_of(index)
         assert step.undo is not None
+        args = self._args_or_error(index)
+        if isinstance(args, str):
+            return Outcome.PERMANENT, args  # nothing can be called: a person must look
         ctx = self.context(index, attempt, undo=True)
         self._hook(Point.BEFORE_UNDO_INTENT, index)
         await self.emit(
@@ -464,11 +591,12 @@ class SagaRun:
         self._hook(Point.AFTER_UNDO_INTENT, index)
         try:
             result = self.state.steps[index].result
-            await self._bounded(step.undo(self.args_of(index), result, ctx), step.timeout)
+            note = await self._bounded(step.undo(args, result, ctx), step.timeout)
         except Exception as exc:
-            return classify(exc, step.retry_on), describe(exc)
+            return classify(exc, step.retry_on, step.no_effect_on), describe(exc)
         self._hook(Point.AFTER_UNDO_EFFECT, index)
-        await self.emit(self.event(EventType.UNDO_SUCCEEDED, index, attempt), defer=True)
+        extra = {} if note is None else {"note": _note(note)}
+        await self.emit(self.event(EventType.UNDO_SUCCEEDED, index, attempt, **extra), defer=True)
         return None
 
     async def _park(self, index: int, attempt: int, error: str, retries: int) -> None:
@@ -509,8 +637,10 @@ class SagaRun:
         await self._settle()
 
     async def _settle(self) -> None:
-        """Once no dead letter is open, a compensation_failed saga is compensated."""
-        if self.state.status is SagaStatus.COMPENSATION_FAILED and not self.state.dead_letters:
+        """Once no undo is parked, in doubt or waiting, a compensation_failed saga is
+        compensated."""
+        in_doubt = any(r.undo_status in _UNDO_OPEN for r in self.state.steps)
+        if self.state.status is SagaStatus.COMPENSATION_FAILED and not in_doubt:
             await self.emit(
                 self.event(
                     EventType.SAGA_COMPENSATED,
@@ -519,3 +649,9 @@ class SagaRun:
             )
         else:
             await self.flush()
+
+
+def _note(note: object) -> str:
+    """What an undo reported doing, as bounded text."""
+    text = note if isinstance(note, str) else describe_value(note)
+    return text if len(text) <= _NOTE_LIMIT else text[:_NOTE_LIMIT] + "..."

@@ -114,6 +114,13 @@ class LeaseLost(StoreError):
     code = "lease_lost"
 
 
+class VersionConflict(StoreError):
+    """The saga changed since this writer read it (a decision was recorded meanwhile); the
+    write was refused. The holder of the lease reloads and goes on."""
+
+    code = "version_conflict"
+
+
 class SchemaMismatch(StoreError):
     """The ledger's schema version is unknown to this version of Pivotal."""
 

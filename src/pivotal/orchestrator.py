@@ -5,8 +5,7 @@ from __future__ import annotations
 import random
 import re
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
 from pivotal.app import App
 from pivotal.catalogue import Catalogue
@@ -21,6 +20,7 @@ from pivotal.errors import (
     SagaNotFound,
 )
 from pivotal.hooks import Hook
+from pivotal.lease import Lease, LeaseKeeper
 from pivotal.plan import Plan
 from pivotal.state import (
     ApprovalStatus,
@@ -35,6 +35,9 @@ from pivotal.store.base import DeadLetter, Store, StoredSaga
 from pivotal.validation import validate
 
 _SAGA_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+
+
+_RUNNABLE = (SagaStatus.SUBMITTED, SagaStatus.RUNNING, SagaStatus.COMPENSATING)
 
 
 def new_saga_id() -> str:
@@ -58,6 +61,7 @@ class Orchestrator:
         owner: str | None = None,
         lease_ttl: float = 60.0,
         hook: Hook | None = None,
+        poison_after: int = 5,
     ) -> None:
         self.store = store
         self.app = app if isinstance(app, App) else App([app], name=app.name)
@@ -66,6 +70,8 @@ class Orchestrator:
         self.owner = owner or f"orchestrator-{uuid.uuid4().hex[:8]}"
         self.lease_ttl = lease_ttl
         self.hook = hook
+        self.poison_after = poison_after  # passes in a row without progress, then a person
+        self.leases = LeaseKeeper(store, self.owner, self.clock)
 
     # -- submission ---------------------------------------------------------------------
 
@@ -128,27 +134,32 @@ class Orchestrator:
 
     async def run(self, saga_id: str, *, options: RunOptions | None = None) -> SagaState:
         """Lease the saga and drive it in this process until it ends, waits for a person,
-        or (with ``options.max_inline_wait``) waits for a retry that is not yet due."""
-        async with self.lease(saga_id) as epoch:
-            return await self.drive(saga_id, epoch, options)
+        or (with ``options.max_inline_wait``) waits for a retry that is not yet due. The
+        lease is renewed while the saga runs; if it is taken over, the pass stops at once."""
+        async with self.lease(saga_id) as lease:
+            return await self.leases.guard(lease, self.drive(saga_id, lease.epoch, options))
 
     async def drive(self, saga_id: str, epoch: int, options: RunOptions | None = None) -> SagaState:
-        """One pass over a saga whose lease the caller holds at ``epoch``."""
-        return await self._pass(await self.get(saga_id), epoch, options).drive()
+        """One pass over a saga whose lease the caller holds at ``epoch``.
 
-    @asynccontextmanager
-    async def lease(self, saga_id: str) -> AsyncIterator[int]:
-        """Hold the saga's lease; released on return or error, kept on a crash."""
-        epoch = await self.store.claim(saga_id, self.owner, self.lease_ttl, self.clock.now())
-        if epoch is None:
-            await self.get(saga_id)  # SagaNotFound when there is no such saga
-            raise LeaseLost(f"saga {saga_id} is leased by another worker")
-        try:
-            yield epoch
-        except Exception:
-            await self.store.release(saga_id, epoch)
-            raise
-        await self.store.release(saga_id, epoch)
+        A saga whose last ``poison_after`` passes all ended without progress (each crashed
+        or failed before recording anything) is parked ``needs_human`` instead.
+        """
+        stored = await self.get(saga_id)
+        run = self._pass(stored, epoch, options)
+        status = stored.state.status
+        if stored.idle_passes > self.poison_after and status in _RUNNABLE:
+            why = f"; the last one: {stored.last_error}" if stored.last_error else ""
+            return await run.park(
+                f"poison: {stored.idle_passes - 1} passes in a row ended without progress"
+                f"{why}. Fix the cause, then resume the saga"
+            )
+        return await run.drive()
+
+    def lease(self, saga_id: str) -> AbstractAsyncContextManager[Lease]:
+        """Hold the saga's lease (renewed by this process's heartbeat); released on return or
+        error, kept on a crash. ``LeaseLost`` when another process holds it."""
+        return self.leases.hold(saga_id, self.lease_ttl)
 
     async def execute(self, plan: Plan, *, saga_id: str | None = None) -> SagaState:
         """Submit and run in this process."""
@@ -182,9 +193,11 @@ class Orchestrator:
         letter = await self._dead_letter(dead_letter_id)
         if letter.status != "open":
             return True
-        async with self.lease(letter.saga_id) as epoch:
-            run = self._pass(await self.get(letter.saga_id), epoch)
-            return await run.retry_dead_letter(letter.step, letter.retries)
+        async with self.lease(letter.saga_id) as lease:
+            run = self._pass(await self.get(letter.saga_id), lease.epoch)
+            return await self.leases.guard(
+                lease, run.retry_dead_letter(letter.step, letter.retries)
+            )
 
     async def resolve_dead_letter(self, dead_letter_id: int, by: str, reason: str) -> None:
         """Record that a person settled a parked undo by hand, and why."""
@@ -193,8 +206,8 @@ class Orchestrator:
         letter = await self._dead_letter(dead_letter_id)
         if letter.status != "open":
             raise InvalidInput(f"dead letter {dead_letter_id} is already {letter.status}")
-        async with self.lease(letter.saga_id) as epoch:
-            run = self._pass(await self.get(letter.saga_id), epoch)
+        async with self.lease(letter.saga_id) as lease:
+            run = self._pass(await self.get(letter.saga_id), lease.epoch)
             await run.resolve_dead_letter(letter.step, by, reason)
 
     # -- approvals ----------------------------------------------------------------------

@@ -18,9 +18,22 @@ class Outcome(StrEnum):
     TRANSIENT = "transient"  # may succeed later; the effect may or may not have happened
     PERMANENT = "permanent"  # took no effect and never will
     ABORT = "abort"  # soft failure: compensate
+    UNKNOWN = "unknown"  # anything else: the effect may have happened; settle, never retry
 
 
 RetryPredicate = Callable[[BaseException], bool]
+
+# Builtin errors of a connection or a name lookup: the call may be tried again.
+_NETWORK_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, EOFError)
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    """An ``httpx.TransportError`` (timeouts, connect and read errors), found by class name so
+    that classifying never imports httpx."""
+    return any(
+        c.__name__ == "TransportError" and c.__module__.split(".")[0] == "httpx"
+        for c in type(exc).__mro__
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,18 +75,32 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(max_attempts=1, base_delay=0.0)
 
 
-def classify(exc: BaseException, retry_on: RetryPredicate | None = None) -> Outcome:
-    """Classify an exception raised by an action or undo.
+def classify(
+    exc: BaseException,
+    retry_on: RetryPredicate | None = None,
+    no_effect_on: tuple[type[BaseException], ...] = (),
+) -> Outcome:
+    """Classify an exception raised by an action or undo after its intent was recorded.
 
-    ``Transient`` and timeouts are transient; ``Abort`` aborts; ``Permanent`` and anything
-    else is permanent unless the step's ``retry_on`` predicate says it is transient.
+    ``Abort`` aborts. Only ``Permanent`` or an exception the step declares in
+    ``no_effect_on`` means the call certainly took no effect. ``Transient``, timeouts, the
+    builtin connection errors, httpx transport errors and whatever ``retry_on`` accepts are
+    transient. Anything else is an unknown outcome: the effect may have happened.
     """
     if isinstance(exc, Abort):
         return Outcome.ABORT
-    if isinstance(exc, Transient | TimeoutError | asyncio.TimeoutError):
-        return Outcome.TRANSIENT
-    if isinstance(exc, Permanent):
+    if isinstance(exc, Permanent) or (no_effect_on and isinstance(exc, no_effect_on)):
         return Outcome.PERMANENT
-    if retry_on is not None and retry_on(exc):
+    if isinstance(exc, (Transient, asyncio.TimeoutError, *_NETWORK_ERRORS)):
         return Outcome.TRANSIENT
-    return Outcome.PERMANENT
+    if _is_transport_error(exc) or (retry_on is not None and _accepts(retry_on, exc)):
+        return Outcome.TRANSIENT
+    return Outcome.UNKNOWN
+
+
+def _accepts(retry_on: RetryPredicate, exc: BaseException) -> bool:
+    """A raising predicate accepts nothing: the outcome stays unknown."""
+    try:
+        return bool(retry_on(exc))
+    except Exception:
+        return False

@@ -17,6 +17,7 @@ class SagaStatus(StrEnum):
     COMPENSATED = "compensated"
     COMPENSATION_FAILED = "compensation_failed"
     NEEDS_HUMAN = "needs_human"
+    RESOLVED = "resolved"  # a person settled a needs_human saga outside Pivotal
 
     @property
     def terminal(self) -> bool:
@@ -29,6 +30,7 @@ TERMINAL = frozenset(
         SagaStatus.COMPENSATED,
         SagaStatus.COMPENSATION_FAILED,
         SagaStatus.NEEDS_HUMAN,
+        SagaStatus.RESOLVED,
     }
 )
 
@@ -79,6 +81,8 @@ class EventType(StrEnum):
     SAGA_COMPENSATED = "saga_compensated"
     SAGA_COMPENSATION_FAILED = "saga_compensation_failed"
     SAGA_NEEDS_HUMAN = "saga_needs_human"
+    SAGA_RESUMED = "saga_resumed"  # a person fixed the cause; the saga goes on
+    SAGA_RESOLVED = "saga_resolved"  # a person settled it outside; it ends here
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +280,16 @@ def apply(state: SagaState | None, event: Event) -> SagaState:
         )
         decided: SagaStatus = SagaStatus.RUNNING if t is EventType.APPROVAL_GRANTED else s.status
         return replace(s, approval=approval, status=decided)
+    if t is EventType.SAGA_RESUMED:
+        # Steps named in the event may have taken effect: they are tried again with their
+        # own keys and a fresh retry budget, due now.
+        steps = list(s.steps)
+        for i in d.get("steps", ()):
+            steps[i] = replace(
+                steps[i], status=StepStatus.RETRY_WAIT, attempts=0, next_attempt_at=event.at
+            )
+        resumed = SagaStatus(d["status"])
+        return replace(s, steps=tuple(steps), status=resumed, reason=d.get("saga_reason"))
     if t is EventType.COMPENSATION_STARTED:
         return replace(s, status=SagaStatus.COMPENSATING, reason=d.get("reason"))
     if t in _ENDINGS:
@@ -294,6 +308,7 @@ _ENDINGS = {
     EventType.SAGA_COMPENSATED: SagaStatus.COMPENSATED,
     EventType.SAGA_COMPENSATION_FAILED: SagaStatus.COMPENSATION_FAILED,
     EventType.SAGA_NEEDS_HUMAN: SagaStatus.NEEDS_HUMAN,
+    EventType.SAGA_RESOLVED: SagaStatus.RESOLVED,
 }
 
 

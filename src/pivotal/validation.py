@@ -26,6 +26,7 @@ class ErrorCode(StrEnum):
     KIND_ORDER = "kind_order"
     PARALLEL_NOT_COMPENSABLE = "parallel_not_compensable"
     PRECONDITION_FAILED = "precondition_failed"
+    PRECONDITION_ERROR = "precondition_error"  # the precondition itself raised
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +157,20 @@ def validate(plan: Plan, catalogue: Catalogue, *, preconditions: bool = True) ->
         elif highest is None or rank > highest[0]:
             highest = (rank, flat.index, name)
         if preconditions and args_ok and step.precondition is not None:
-            reason = step.precondition(parsed)
+            try:
+                reason = step.precondition(parsed)
+            except Exception as exc:
+                errors.append(
+                    PlanError(
+                        ErrorCode.PRECONDITION_ERROR,
+                        f"{name}: the precondition could not be checked: "
+                        f"{type(exc).__name__}: {exc}",
+                        flat.index,
+                        flat.path,
+                        name,
+                    )
+                )
+                continue
             if reason:
                 errors.append(
                     PlanError(

@@ -6,15 +6,19 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pivotal.engine import RunOptions
 from pivotal.errors import LeaseLost, PivotalError
 from pivotal.hooks import Hook
+from pivotal.lease import Lease
 from pivotal.orchestrator import Orchestrator
 from pivotal.state import ApprovalStatus, SagaStatus
 
 log = logging.getLogger("pivotal.worker")
+T = TypeVar("T")
 
 ACTIVE = (SagaStatus.SUBMITTED, SagaStatus.RUNNING, SagaStatus.COMPENSATING)
 
@@ -64,25 +68,36 @@ class Sweeper:
         self.orchestrator = orchestrator
 
     async def sweep(self) -> SweepReport:
+        """One pass. One saga or dead letter that fails is logged and skipped: the rest of
+        the pass goes on."""
         orch, report = self.orchestrator, SweepReport()
         now = orch.clock.now()
         report.leases_recovered = await orch.store.expire_leases(now)
         for pending in await orch.store.pending_approvals():
             a = pending.approval
-            if a.status is ApprovalStatus.PENDING and a.expires_at <= now:
-                try:
-                    await orch.run(pending.saga_id)
-                except LeaseLost:
-                    continue  # a worker has it and will expire it
+            if a.status is not ApprovalStatus.PENDING or a.expires_at > now:
+                continue
+            expired = await self._contained(orch.run(pending.saga_id), pending.saga_id)
+            if expired is not None:
                 report.approvals_expired.append(pending.saga_id)
         for letter in await orch.store.dead_letters("open", due_by=now):
             report.dead_letters_retried += 1
-            try:
-                if await orch.retry_dead_letter(letter.id):
-                    report.dead_letters_settled += 1
-            except LeaseLost:
-                continue
+            settled = await self._contained(orch.retry_dead_letter(letter.id), letter.saga_id)
+            if settled:
+                report.dead_letters_settled += 1
         return report
+
+    @staticmethod
+    async def _contained(work: Awaitable[T], saga_id: str) -> T | None:
+        try:
+            return await work
+        except LeaseLost:  # another process holds it and will see to it
+            return None
+        except PivotalError as exc:
+            log.warning("sweep: saga %s skipped: %s", saga_id, exc)
+        except Exception:
+            log.exception("sweep: saga %s skipped", saga_id)
+        return None
 
 
 class Worker:
@@ -99,8 +114,6 @@ class Worker:
         self.config = config or WorkerConfig()
         self.hook = hook
         self.stats = WorkerStats()
-        self._leases: dict[str, int] = {}
-        self._lost: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
         self.sweeper = Sweeper(orchestrator)
@@ -120,7 +133,6 @@ class Worker:
         retried) never delays a heartbeat or a claim.
         """
         cfg = self.config
-        beating = asyncio.create_task(self._beat())
         sweeping = asyncio.create_task(self._sweeps())
         stopping = asyncio.ensure_future(self._stopping.wait())
         try:
@@ -143,19 +155,16 @@ class Worker:
             await sweeping
             if self._tasks:
                 await asyncio.wait(self._tasks)
-            beating.cancel()
         return self.stats
 
-    async def _beat(self) -> None:
-        """Extend held leases every third of their length, until cancelled."""
-        while True:
-            await self._heartbeat()
-            await asyncio.sleep(self.config.lease_ttl / 3)
-
     async def _sweeps(self) -> None:
-        """Sweep now and then every ``sweep_interval`` until the worker stops."""
+        """Sweep now and then every ``sweep_interval`` until the worker stops; nothing a
+        sweep raises ends the sweeping."""
         while not self._stopping.is_set():
-            await self._sweep()
+            try:
+                await self._sweep()
+            except Exception:
+                log.exception("%s: sweep failed", self.owner)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.config.sweep_interval)
 
@@ -187,65 +196,47 @@ class Worker:
             log.warning("%s: claiming failed: %s", self.owner, exc)
             return 0
         for saga_id, epoch in claims:
-            self._leases[saga_id] = epoch
-            task = asyncio.create_task(self._run_one(saga_id, epoch), name=f"saga {saga_id}")
+            lease = orch.leases.adopt(saga_id, epoch, self.config.lease_ttl)
+            task = asyncio.create_task(self._run_one(lease), name=f"saga {saga_id}")
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         return len(claims)
 
-    async def _run_one(self, saga_id: str, epoch: int) -> None:
-        orch = self.orchestrator
+    async def _run_one(self, lease: Lease) -> None:
+        orch, saga_id = self.orchestrator, lease.saga_id
         options = RunOptions(
             owner=self.owner,
             max_inline_wait=self.config.max_inline_wait,
             hook=self.hook,
-            should_stop=lambda: self._stopping.is_set() or saga_id in self._lost,
+            should_stop=self._stopping.is_set,
         )
         self.stats.runs += 1
+        error: str | None = None
         try:
-            state = await orch.drive(saga_id, epoch, options)
-            if saga_id in self._lost:  # the heartbeat found it taken over: the pass stopped
-                raise LeaseLost(f"saga {saga_id} was taken over by another worker")
+            state = await orch.leases.guard(lease, orch.drive(saga_id, lease.epoch, options))
         except LeaseLost as exc:
             self.stats.leases_lost += 1
             log.warning(
                 "%s: lease on saga %s lost; stopped working on it: %s", self.owner, saga_id, exc
             )
-            self._leases.pop(saga_id, None)
-            self._lost.discard(saga_id)
+            orch.leases.forget(lease)
             return
         except PivotalError as exc:  # e.g. the ledger unreachable: a later pass goes on
             self.stats.errors += 1
+            error = f"{exc.code}: {exc}"
             log.warning("%s: saga %s stopped in this pass: %s", self.owner, saga_id, exc)
-        except Exception:  # a bug in a step or a policy: keep the traceback
+        except Exception as exc:  # a bug: keep the traceback; the poison rule bounds repeats
             self.stats.errors += 1
+            error = f"{type(exc).__name__}: {exc}"
             log.exception("%s: saga %s failed in this pass", self.owner, saga_id)
         else:
             if state.status.terminal or state.status is SagaStatus.AWAITING_APPROVAL:
                 name = state.status.value
                 self.stats.finished[name] = self.stats.finished.get(name, 0) + 1
-        self._leases.pop(saga_id, None)
-        self._lost.discard(saga_id)
         try:
-            await orch.store.release(saga_id, epoch)
+            await orch.leases.release(lease, error)
         except PivotalError as exc:  # the lease runs out by itself
             log.warning("%s: releasing saga %s failed: %s", self.owner, saga_id, exc)
-
-    async def _heartbeat(self) -> None:
-        if not self._leases:
-            return
-        orch = self.orchestrator
-        leases = dict(self._leases)
-        try:
-            held = await orch.store.heartbeat(
-                self.owner, leases, self.config.lease_ttl, orch.clock.now()
-            )
-        except PivotalError as exc:  # leases still run; the next beat tries again
-            log.warning("%s: heartbeat failed: %s", self.owner, exc)
-            return
-        for saga_id in set(leases) - held:
-            log.warning("%s: lease on saga %s was taken over", self.owner, saga_id)
-            self._lost.add(saga_id)
 
     async def _sweep(self) -> None:
         try:

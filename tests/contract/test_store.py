@@ -10,6 +10,7 @@ import pytest
 
 from pivotal import FakeClock, LeaseLost, Orchestrator, Plan, Provenance, SagaStatus, StoreError
 from pivotal.catalogue import undo_key
+from pivotal.errors import VersionConflict
 from pivotal.examples.commerce import CommerceApp
 from pivotal.state import Event, EventType, SagaState, apply
 from pivotal.store import Store
@@ -75,8 +76,11 @@ async def test_commit_is_fenced_by_version_and_epoch(store: Store, app: Commerce
     with pytest.raises(LeaseLost):
         await store.commit(state, after, [event], epoch + 1)  # stale epoch
     stale = replace(state, version=state.version + 5)
-    with pytest.raises(LeaseLost):
+    with pytest.raises(VersionConflict) as refused:  # the lease is ours: reload, go on
         await store.commit(stale, replace(after, version=stale.version + 1), [event], epoch)
+    assert not isinstance(refused.value, LeaseLost)
+    with pytest.raises(VersionConflict):  # a decision from outside, on a stale read
+        await store.commit(stale, replace(after, version=stale.version + 1), [event], None)
     assert len(await store.events("s1")) == 1  # nothing written
 
     await store.commit(state, after, [event], epoch)
@@ -93,13 +97,31 @@ async def test_claims_follow_leases(store: Store, app: CommerceApp) -> None:
     await submit(store, app, "s1")
     assert await store.claim("s1", "w1", 30, NOW) == 1
     assert await store.claim("s1", "w2", 30, NOW + 10) is None  # held
-    assert await store.claim("s1", "w1", 30, NOW + 10) == 2  # the holder may renew
-    assert await store.claim("s1", "w2", 30, NOW + 41) == 3  # expired: taken over
-    assert await store.lease_of("s1") == ("w2", 3, NOW + 71)
-    await store.release("s1", 2)  # a stale release changes nothing
-    assert await store.lease_of("s1") == ("w2", 3, NOW + 71)
-    await store.release("s1", 3)
-    assert await store.lease_of("s1") == (None, 3, None)
+    assert await store.claim("s1", "w1", 30, NOW + 10) is None  # held, even by the same name
+    assert await store.claim("s1", "w2", 30, NOW + 31) == 2  # expired: taken over
+    assert await store.lease_of("s1") == ("w2", 2, NOW + 61)
+    await store.release("s1", 1)  # a stale release changes nothing
+    assert await store.lease_of("s1") == ("w2", 2, NOW + 61)
+    await store.release("s1", 2)
+    assert await store.lease_of("s1") == (None, 2, None)
+
+
+async def test_claims_count_passes_without_progress(store: Store, app: CommerceApp) -> None:
+    state = await submit(store, app, "s1")
+    for n in range(1, 4):  # each pass ends badly, or its process dies
+        epoch = await store.claim("s1", "w1", 30, NOW)
+        assert epoch is not None
+        await store.release("s1", epoch, f"boom {n}" if n < 3 else None)
+        loaded = await store.load("s1")
+        assert loaded is not None
+        assert (loaded.idle_passes, loaded.last_error) == ((n, f"boom {n}") if n < 3 else (0, None))
+    epoch = await store.claim("s1", "w1", 30, NOW)
+    assert epoch is not None
+    after, event = step(state, EventType.STEP_STARTED, 0, key="s1:0")
+    await store.commit(state, after, [event], epoch)  # progress resets the count
+    loaded = await store.load("s1")
+    assert loaded is not None
+    assert loaded.idle_passes == 0
 
 
 async def test_claim_next_takes_only_runnable_sagas(store: Store, app: CommerceApp) -> None:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import random
 
+import httpx
 import pytest
 
 from pivotal import Abort, Permanent, RetryPolicy, Transient
 from pivotal.retry import NO_RETRY, Outcome, classify
+
+REQUEST = httpx.Request("POST", "https://psp.invalid/charge")
+RESPONSE = httpx.Response(500, request=REQUEST)
 
 
 def cap(policy: RetryPolicy, attempt: int) -> float:
@@ -82,8 +86,13 @@ def test_invalid_policies_are_refused(kwargs: dict[str, float]) -> None:
         (TimeoutError("slow"), Outcome.TRANSIENT),
         (Permanent("declined"), Outcome.PERMANENT),
         (Abort("no"), Outcome.ABORT),
-        (ValueError("bug"), Outcome.PERMANENT),
-        (ConnectionError("reset"), Outcome.PERMANENT),
+        (ValueError("bug"), Outcome.UNKNOWN),
+        (KeyError("charge_id"), Outcome.UNKNOWN),
+        (ConnectionError("reset"), Outcome.TRANSIENT),
+        (ConnectionResetError("reset by peer"), Outcome.TRANSIENT),
+        (httpx.ReadTimeout("no reply"), Outcome.TRANSIENT),
+        (httpx.ConnectError("refused"), Outcome.TRANSIENT),
+        (httpx.HTTPStatusError("500", request=REQUEST, response=RESPONSE), Outcome.UNKNOWN),
     ],
 )
 def test_classify_without_a_predicate(exc: BaseException, outcome: Outcome) -> None:
@@ -94,8 +103,24 @@ def test_retry_on_makes_other_exceptions_transient() -> None:
     def network(exc: BaseException) -> bool:
         return isinstance(exc, ConnectionError)
 
+    assert classify(OSError("reset"), network) is Outcome.UNKNOWN
     assert classify(ConnectionError("reset"), network) is Outcome.TRANSIENT
-    assert classify(ValueError("bug"), network) is Outcome.PERMANENT
+    assert classify(ValueError("bug"), network) is Outcome.UNKNOWN
+
+
+def test_only_permanent_or_a_declared_exception_means_no_effect() -> None:
+    class CardDeclined(Exception):
+        pass
+
+    assert classify(CardDeclined("declined"), no_effect_on=(CardDeclined,)) is Outcome.PERMANENT
+    assert classify(ValueError("bug"), no_effect_on=(CardDeclined,)) is Outcome.UNKNOWN
+
+
+def test_a_raising_retry_predicate_leaves_the_outcome_unknown() -> None:
+    def broken(exc: BaseException) -> bool:
+        raise RuntimeError("predicate bug")
+
+    assert classify(ValueError("bug"), broken) is Outcome.UNKNOWN
 
 
 def test_retry_on_cannot_override_explicit_signals() -> None:

@@ -51,14 +51,21 @@ class DeadLetter:
 class StoredSaga:
     state: SagaState
     plan: Plan
+    idle_passes: int = 0  # passes in a row, this one included, that made no progress yet
+    last_error: str | None = None  # why the last pass without progress ended, if known
 
 
 class Store(Protocol):
     """Durable ledger operations. Every write is one transaction.
 
     ``commit`` is fenced: it applies only when the stored version equals ``before.version``
-    and, when ``epoch`` is given, the stored lease epoch equals it; otherwise it raises
-    ``LeaseLost`` and writes nothing.
+    and, when ``epoch`` is given, the stored lease epoch equals it; otherwise it writes
+    nothing and raises ``LeaseLost`` (the epoch moved on: another holder) or
+    ``VersionConflict`` (the lease is still held but the saga changed: reload).
+
+    A lease is exclusive: ``claim`` never re-enters a lease that is held, whoever holds it,
+    and each acquisition gets a new epoch. Each claim counts a pass; a commit (progress) or
+    a release after a pass that ended well resets the count.
     """
 
     async def open(self) -> None: ...
@@ -86,7 +93,7 @@ class Store(Protocol):
     async def provenance(self, ref: str) -> Provenance | None: ...
 
     async def claim(self, saga_id: str, owner: str, ttl: float, now: float) -> int | None:
-        """Take the saga's lease if it is free, expired or ours; return the new epoch."""
+        """Take the saga's lease if it is free or expired; return the new epoch."""
         ...
 
     async def claim_next(
@@ -105,7 +112,9 @@ class Store(Protocol):
         """Free leases past their expiry, bumping the epoch so stale holders are fenced."""
         ...
 
-    async def release(self, saga_id: str, epoch: int) -> None: ...
+    async def release(self, saga_id: str, epoch: int, error: str | None = None) -> None:
+        """Give the lease up; ``error`` says why the pass ended badly (None: it ended well)."""
+        ...
 
     async def wait_for_work(self, seconds: float) -> None:
         """Return when new work may be runnable (a notification), or after ``seconds``."""

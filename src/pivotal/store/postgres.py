@@ -268,16 +268,6 @@ class PostgresStore(SQLStore):
             )
         ]
 
-    async def commit(
-        self, before: SagaState, after: SagaState, events: Sequence[Event], epoch: int | None
-    ) -> None:
-        try:
-            await super().commit(before, after, events, epoch)
-        except LeaseLost:
-            # If the link dropped after COMMIT went out, the retry meets its own write.
-            if not await self._landed(after, events, epoch):
-                raise
-
     async def _landed(self, after: SagaState, events: Sequence[Event], epoch: int | None) -> bool:
         found = await self._fetch(
             "SELECT s.version, s.lease_epoch, e.type, e.at FROM sagas s JOIN events e "

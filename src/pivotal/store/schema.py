@@ -144,6 +144,14 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX planning_runs_seq ON planning_runs(seq);
     """,
+    # 4: leases get a token per acquisition (a claim whose reply was lost is found again by
+    # it), and each saga counts the passes in a row that ended without progress (poison).
+    """
+    ALTER TABLE sagas ADD COLUMN lease_token TEXT;
+    ALTER TABLE sagas ADD COLUMN idle_passes INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sagas ADD COLUMN last_error TEXT;
+    CREATE INDEX sagas_lease_token ON sagas(lease_token);
+    """,
 )
 
 

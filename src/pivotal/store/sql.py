@@ -8,13 +8,14 @@ written with ``?`` placeholders; a backend with another style translates them.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pivotal.errors import LeaseLost
+from pivotal.errors import LeaseLost, VersionConflict
 from pivotal.plan import Plan, Provenance
 from pivotal.state import ApprovalStatus, Event, SagaState, SagaStatus
 from pivotal.store import rows
@@ -78,8 +79,12 @@ APPROVAL_UPSERT = (
 EVENT_INSERT = f"INSERT INTO events ({rows.EVENT_COLUMNS}) VALUES ({_marks(8)})"
 SAGA_UPDATE = (
     "UPDATE sagas SET status = ?, reason = ?, version = ?, outcomes = ?, updated_at = ?, "
-    "wake_at = ? WHERE saga_id = ? AND version = ?"
+    "wake_at = ?, idle_passes = 0, last_error = NULL WHERE saga_id = ? AND version = ?"
 )
+# A claim marks what it took with a token of its own, and reads back by that token: a claim
+# retried after its reply was lost also gets back what its first try took.
+CLAIMED = "SELECT saga_id, lease_epoch FROM sagas WHERE lease_token = ? ORDER BY saga_id"
+FREE = "(lease_owner IS NULL OR lease_expires_at < ?)"
 
 
 class SQLStore(ABC):
@@ -152,7 +157,9 @@ class SQLStore(ABC):
     async def load(self, saga_id: str) -> StoredSaga | None:
         async def read(fetch: Fetch) -> tuple[list[Row], list[Row], list[Row]]:
             found = await fetch(
-                f"SELECT {rows.SAGA_COLUMNS}, plan FROM sagas WHERE saga_id = ?", (saga_id,)
+                f"SELECT {rows.SAGA_COLUMNS}, plan, idle_passes, last_error FROM sagas "
+                "WHERE saga_id = ?",
+                (saga_id,),
             )
             if not found:
                 return [], [], []
@@ -173,7 +180,8 @@ class SQLStore(ABC):
             [rows.step_from_row(r) for r in steps],
             rows.approval_from_row(approval[0]) if approval else None,
         )
-        return StoredSaga(state, Plan.model_validate_json(found[0][10]))
+        row = found[0]
+        return StoredSaga(state, Plan.model_validate_json(row[10]), int(row[11]), row[12])
 
     async def commit(
         self, before: SagaState, after: SagaState, events: Sequence[Event], epoch: int | None
@@ -208,7 +216,29 @@ class SQLStore(ABC):
         stmts.append(self._events(after, events))
         if epoch is None:  # a decision from outside a worker (approval, operator)
             stmts += self._notify(after.saga_id)
-        await self._batch(stmts)
+        try:
+            await self._batch(stmts)
+        except LeaseLost as exc:
+            if await self._landed(after, events, epoch):
+                return
+            raise await self._refusal(before, epoch, exc) from exc
+
+    async def _landed(self, after: SagaState, events: Sequence[Event], epoch: int | None) -> bool:
+        """Whether a refused write is in fact our own, landed by an earlier try whose reply
+        was lost (only a backend that retries after a lost link can meet one)."""
+        return False
+
+    async def _refusal(self, before: SagaState, epoch: int | None, exc: LeaseLost) -> Exception:
+        """Tell a lost lease (the epoch moved on) from a version conflict (reload)."""
+        found = await self._fetch(
+            "SELECT version, lease_epoch FROM sagas WHERE saga_id = ?", (before.saga_id,)
+        )
+        if found and (epoch is None or int(found[0][1]) == epoch):
+            return VersionConflict(
+                f"saga {before.saga_id} changed under this writer (version {found[0][0]}, "
+                f"expected {before.version}); the write was refused"
+            )
+        return exc
 
     async def events(self, saga_id: str) -> list[Event]:
         found = await self._fetch(
@@ -223,33 +253,36 @@ class SQLStore(ABC):
     # -- leases -------------------------------------------------------------------------
 
     async def claim(self, saga_id: str, owner: str, ttl: float, now: float) -> int | None:
+        token = uuid.uuid4().hex
         result = await self._batch(
             [
                 Stmt(
-                    "UPDATE sagas SET lease_owner = ?, lease_epoch = lease_epoch + 1, "
-                    "lease_expires_at = ? WHERE saga_id = ? AND (lease_owner IS NULL OR "
-                    "lease_owner = ? OR lease_expires_at < ?) RETURNING lease_epoch",
-                    (owner, now + ttl, saga_id, owner, now),
-                    returning=True,
-                )
+                    "UPDATE sagas SET lease_owner = ?, lease_token = ?, "
+                    "lease_epoch = lease_epoch + 1, lease_expires_at = ?, "
+                    f"idle_passes = idle_passes + 1 WHERE saga_id = ? AND {FREE}",
+                    (owner, token, now + ttl, saga_id, now),
+                ),
+                Stmt(CLAIMED, (token,), returning=True),
             ]
         )
         found = result.rows[0]
-        return int(found[0][0]) if found else None
+        return int(found[0][1]) if found else None
 
     async def claim_next(
         self, owner: str, ttl: float, now: float, limit: int
     ) -> list[tuple[str, int]]:
+        token = uuid.uuid4().hex
         result = await self._batch(
             [
                 Stmt(
-                    "UPDATE sagas SET lease_owner = ?, lease_epoch = lease_epoch + 1, "
-                    "lease_expires_at = ? WHERE saga_id IN (SELECT saga_id FROM sagas WHERE "
-                    f"{rows.RUNNABLE} ORDER BY updated_at LIMIT ?{self.skip_locked}) AND "
-                    f"{rows.RUNNABLE} RETURNING saga_id, lease_epoch",
-                    (owner, now + ttl, now, now, now, limit, now, now, now),
-                    returning=True,
-                )
+                    "UPDATE sagas SET lease_owner = ?, lease_token = ?, "
+                    "lease_epoch = lease_epoch + 1, lease_expires_at = ?, "
+                    "idle_passes = idle_passes + 1 WHERE saga_id IN (SELECT saga_id FROM sagas "
+                    f"WHERE {rows.RUNNABLE} ORDER BY updated_at LIMIT ?{self.skip_locked}) AND "
+                    f"{rows.RUNNABLE}",
+                    (owner, token, now + ttl, now, now, now, limit, now, now, now),
+                ),
+                Stmt(CLAIMED, (token,), returning=True),
             ]
         )
         return [(str(r[0]), int(r[1])) for r in result.rows[0]]
@@ -283,13 +316,17 @@ class SQLStore(ABC):
         )
         return [str(r[0]) for r in result.rows[0]]
 
-    async def release(self, saga_id: str, epoch: int) -> None:
+    async def release(self, saga_id: str, epoch: int, error: str | None = None) -> None:
+        # A pass that ended well resets the count of passes without progress; one that
+        # failed keeps it, with its reason.
+        ended = "idle_passes = 0, last_error = NULL" if error is None else "last_error = ?"
+        params = (saga_id, epoch) if error is None else (error[:2000], saga_id, epoch)
         await self._batch(
             [
                 Stmt(
-                    "UPDATE sagas SET lease_owner = NULL, lease_expires_at = NULL "
-                    "WHERE saga_id = ? AND lease_epoch = ?",
-                    (saga_id, epoch),
+                    "UPDATE sagas SET lease_owner = NULL, lease_token = NULL, "
+                    f"lease_expires_at = NULL, {ended} WHERE saga_id = ? AND lease_epoch = ?",
+                    params,
                 ),
                 *self._notify(saga_id),
             ]

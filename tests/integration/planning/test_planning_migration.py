@@ -68,8 +68,13 @@ async def schema_version(store: SQLStore) -> int:
 
 
 async def test_an_older_ledger_is_upgraded_in_place(ledger_at, app, clock, fulfilment_plan) -> None:
+    async with SQLiteStore(":memory:") as scratch:  # the saga as an older Pivotal wrote it
+        plan = fulfilment_plan()
+        await Orchestrator(scratch, app, clock=clock).submit(plan, saga_id="kept")
+        stored, events = await scratch.load("kept"), await scratch.events("kept")
+    assert stored is not None
     async with ledger_at(1) as old:
-        await Orchestrator(old, app, clock=clock).submit(fulfilment_plan(), saga_id="kept")
+        assert await old.create(stored.state, plan, plan.provenance, events)
         with pytest.raises(StoreError, match=r"no such table|does not exist"):
             await planning_ledger(old).escalations()
 

@@ -1,0 +1,159 @@
+"""Leases: the exclusive right of one process to run one saga.
+
+Every way to run a saga (a worker, the sweeper, ``Orchestrator.run``, a decision that goes
+on running) holds a lease. An acquisition gets a new epoch from the store, which fences
+every write of the pass; the lease is renewed by its process's heartbeat, and when a
+heartbeat finds it taken over, the work done under it is cancelled at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pivotal.clock import Clock
+from pivotal.errors import LeaseLost, PivotalError, SagaNotFound
+from pivotal.store.base import Store
+
+log = logging.getLogger("pivotal.lease")
+T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class Lease:
+    """One acquisition: the saga, the epoch that fences its writes, its length."""
+
+    saga_id: str
+    epoch: int
+    ttl: float
+    lost: asyncio.Event = field(default_factory=asyncio.Event)
+    _work: asyncio.Future[Any] | None = None
+
+    def lose(self) -> None:
+        """The lease was taken over: stop the work done under it now."""
+        self.lost.set()
+        if self._work is not None:
+            self._work.cancel()
+
+
+class LeaseKeeper:
+    """The leases one process holds, renewed together (one store call per beat)."""
+
+    def __init__(self, store: Store, owner: str, clock: Clock) -> None:
+        self.store = store
+        self.owner = owner
+        self.clock = clock
+        self._held: dict[str, Lease] = {}
+        self._beating: asyncio.Task[None] | None = None
+        self._adopted = asyncio.Event()  # wakes the heartbeat to reconsider its interval
+
+    @property
+    def held(self) -> dict[str, Lease]:
+        return dict(self._held)
+
+    async def acquire(self, saga_id: str, ttl: float) -> Lease | None:
+        """Take the saga's lease if nobody holds it; None when somebody does."""
+        epoch = await self.store.claim(saga_id, self.owner, ttl, self.clock.now())
+        return None if epoch is None else self.adopt(saga_id, epoch, ttl)
+
+    def adopt(self, saga_id: str, epoch: int, ttl: float) -> Lease:
+        """Keep renewing a lease this process has just claimed."""
+        lease = Lease(saga_id, epoch, ttl)
+        self._held[saga_id] = lease
+        if self._beating is None or self._beating.done():
+            self._beating = asyncio.create_task(self._beat_while_held(), name="pivotal heartbeat")
+        else:
+            self._adopted.set()
+        return lease
+
+    def forget(self, lease: Lease) -> None:
+        """Stop renewing the lease without releasing it (the process is going away)."""
+        if self._held.get(lease.saga_id) is lease:
+            del self._held[lease.saga_id]
+
+    async def release(self, lease: Lease, error: str | None = None) -> None:
+        """Give the lease up; ``error`` says why the pass ended badly (None: it ended well)."""
+        self.forget(lease)
+        if not lease.lost.is_set():
+            await self.store.release(lease.saga_id, lease.epoch, error)
+
+    @asynccontextmanager
+    async def hold(self, saga_id: str, ttl: float) -> AsyncIterator[Lease]:
+        """Hold the saga's lease for the block: released when it ends, with the error when it
+        raised; forgotten but kept when the process is going away (a crash, a cancel)."""
+        lease = await self.acquire(saga_id, ttl)
+        if lease is None:
+            if await self.store.lease_of(saga_id) is None:
+                raise SagaNotFound(f"no saga {saga_id!r}")
+            raise LeaseLost(f"saga {saga_id} is leased by another process")
+        try:
+            yield lease
+        except LeaseLost:
+            self.forget(lease)
+            raise
+        except Exception as exc:
+            await self.release(lease, f"{type(exc).__name__}: {exc}")
+            raise
+        except BaseException:
+            self.forget(lease)
+            raise
+        await self.release(lease)
+
+    async def guard(self, lease: Lease, work: Awaitable[T]) -> T:
+        """Run ``work`` under ``lease``: cancelled, and ``LeaseLost`` raised, when the
+        heartbeat finds the lease taken over."""
+        task: asyncio.Future[T] = asyncio.ensure_future(work)
+        lease._work = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if lease.lost.is_set() and (current is None or not current.cancelling()):
+                raise LeaseLost(f"lease on saga {lease.saga_id} was taken over") from None
+            raise
+        finally:
+            lease._work = None
+
+    async def beat(self) -> None:
+        """Renew every held lease; the ones found taken over are lost."""
+        by_ttl: dict[float, dict[str, int]] = defaultdict(dict)
+        for lease in list(self._held.values()):
+            by_ttl[lease.ttl][lease.saga_id] = lease.epoch
+        for ttl, leases in by_ttl.items():
+            try:
+                held = await self.store.heartbeat(self.owner, leases, ttl, self.clock.now())
+            except PivotalError as exc:  # the leases still run; the next beat tries again
+                log.warning("%s: heartbeat failed: %s", self.owner, exc)
+                continue
+            for saga_id in set(leases) - held:
+                gone = self._held.get(saga_id)
+                if gone is not None and gone.epoch == leases[saga_id]:
+                    log.warning("%s: lease on saga %s was taken over", self.owner, saga_id)
+                    self.forget(gone)
+                    gone.lose()
+
+    def _interval(self) -> float:
+        return min((lease.ttl for lease in self._held.values()), default=0.0) / 3
+
+    async def _beat_while_held(self) -> None:
+        """Beat every third of the shortest held lease, until none is held."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + self._interval()
+        while self._held:
+            self._adopted.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._adopted.wait(), max(0.0, due - loop.time()))
+            due = min(due, loop.time() + self._interval())  # a shorter lease was adopted
+            if loop.time() < due or not self._held:
+                continue
+            try:
+                await self.beat()
+            except Exception:  # never let one bad beat end the heartbeat
+                log.exception("%s: heartbeat failed", self.owner)
+            due = loop.time() + self._interval()
