@@ -16,9 +16,11 @@ from pivotal.errors import (
     PlanRejected,
     SagaConflict,
     SagaNotFound,
+    SagaNotParked,
     SchemaMismatch,
     StoreError,
     Transient,
+    VersionConflict,
 )
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import ActorType, ParallelGroup, Plan, Provenance, StepCall, parse_plan
@@ -87,6 +89,7 @@ __all__ = [
     "SQLiteStore",
     "SagaConflict",
     "SagaNotFound",
+    "SagaNotParked",
     "SagaState",
     "SagaStatus",
     "SchemaMismatch",
@@ -100,6 +103,7 @@ __all__ = [
     "SystemClock",
     "ThresholdPolicy",
     "Transient",
+    "VersionConflict",
     "UndoStatus",
     "load_app",
     "open_store",

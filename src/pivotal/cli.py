@@ -255,6 +255,40 @@ def _show(ctx: typer.Context, saga_id: str, as_json: bool) -> None:
     out.print(render.saga_view(state, events, stored.plan.provenance, stored.plan.rationale))
 
 
+Who = Annotated[str, typer.Option("--by", help="Who decides (recorded)")]
+Why = Annotated[str, typer.Option("--reason", help="Why (recorded)")]
+
+
+@sagas_cli.command("resume")
+def sagas_resume(
+    ctx: typer.Context,
+    saga_id: str,
+    by: Who,
+    reason: Why,
+    run: Annotated[bool, typer.Option("--run", help="Run it in this process now")] = False,
+) -> None:
+    """A needs_human saga whose cause was fixed goes on, with the same keys."""
+
+    async def work(settings: Settings) -> SagaStatus:
+        async with _session(settings) as orch:
+            return (await orch.resume(saga_id, by, reason, run=run)).status
+
+    status = _run(ctx, work)
+    out.print(f"saga {saga_id}: ", render.status_text(status))
+
+
+@sagas_cli.command("resolve")
+def sagas_resolve(ctx: typer.Context, saga_id: str, by: Who, reason: Why) -> None:
+    """A person settled a needs_human saga outside Pivotal: it ends resolved."""
+
+    async def work(settings: Settings) -> SagaStatus:
+        async with _session(settings) as orch:
+            return (await orch.resolve(saga_id, by, reason)).status
+
+    status = _run(ctx, work)
+    out.print(f"saga {saga_id}: ", render.status_text(status))
+
+
 @approvals_cli.command("list")
 def approvals_list(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Pivots waiting for a decision, with the planner's rationale."""

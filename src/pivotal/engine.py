@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 from collections.abc import Awaitable, Callable
@@ -260,6 +261,12 @@ class SagaRun:
                 except Suspended:
                     await self.flush()
                     return self.state
+                except VersionConflict:
+                    raise
+                except Exception:  # keep an outcome held back for the next commit
+                    with contextlib.suppress(Exception):
+                        await self.flush()
+                    raise
             except VersionConflict:
                 conflicts += 1
                 if conflicts > _MAX_RELOADS:

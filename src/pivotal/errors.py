@@ -87,6 +87,12 @@ class SagaNotFound(PivotalError):
     code = "saga_not_found"
 
 
+class SagaNotParked(PivotalError):
+    """The saga is not waiting for a person (needs_human)."""
+
+    code = "saga_not_parked"
+
+
 class ApprovalError(PivotalError):
     """The saga is not waiting for an approval decision."""
 

@@ -8,7 +8,7 @@ import uuid
 from contextlib import AbstractAsyncContextManager
 
 from pivotal.app import App
-from pivotal.catalogue import Catalogue
+from pivotal.catalogue import Catalogue, StepKind
 from pivotal.clock import Clock, SystemClock
 from pivotal.engine import RunOptions, SagaRun
 from pivotal.errors import (
@@ -18,6 +18,7 @@ from pivotal.errors import (
     PlanRejected,
     SagaConflict,
     SagaNotFound,
+    SagaNotParked,
 )
 from pivotal.hooks import Hook
 from pivotal.lease import Lease, LeaseKeeper
@@ -28,6 +29,7 @@ from pivotal.state import (
     EventType,
     SagaState,
     SagaStatus,
+    StepStatus,
     apply,
     replay,
 )
@@ -278,6 +280,61 @@ class Orchestrator:
             return await self.run(saga_id)
         except LeaseLost:  # a worker picked it up first (it was notified): it goes on there
             return saga_run.state
+
+    # -- sagas parked for a person -----------------------------------------------------
+
+    async def resume(self, saga_id: str, by: str, reason: str, *, run: bool = False) -> SagaState:
+        """A person fixed what parked a ``needs_human`` saga: it goes on from where it
+        stopped, with the same idempotency keys. Steps that failed or stayed in doubt past
+        the point of no return are tried again with a fresh retry budget; a poison saga goes
+        back to what it was doing. With ``run`` it goes on in this process, else a worker
+        picks it up."""
+        stored = await self._parked(saga_id, by, reason)
+        events = await self.store.events(saga_id)
+        last = max(n for n, e in enumerate(events) if e.type is EventType.SAGA_NEEDS_HUMAN)
+        before = replay(events[:last])
+        again = []
+        if before.status is not SagaStatus.COMPENSATING:
+            again = [
+                r.index
+                for r in before.steps
+                if r.kind != StepKind.COMPENSABLE.value
+                and r.status in (StepStatus.FAILED, StepStatus.UNKNOWN)
+            ]
+        saga_run = self._pass(stored, None)
+        await saga_run.emit(
+            saga_run.event(
+                EventType.SAGA_RESUMED,
+                by=by,
+                why=reason,
+                status=before.status.value,
+                saga_reason=before.reason,
+                steps=again,
+            )
+        )
+        if not run:
+            return saga_run.state
+        return await self.run(saga_id)
+
+    async def resolve(self, saga_id: str, by: str, reason: str) -> SagaState:
+        """A person settled a ``needs_human`` saga outside Pivotal: it ends ``resolved``,
+        with who and why in its event log."""
+        stored = await self._parked(saga_id, by, reason)
+        saga_run = self._pass(stored, None)
+        await saga_run.emit(
+            saga_run.event(
+                EventType.SAGA_RESOLVED, by=by, why=reason, reason=f"resolved by {by}: {reason}"
+            )
+        )
+        return saga_run.state
+
+    async def _parked(self, saga_id: str, by: str, reason: str) -> StoredSaga:
+        if not by.strip() or not reason.strip():
+            raise InvalidInput("a decision on a parked saga needs who decided and why")
+        stored = await self.get(saga_id)
+        if stored.state.status is not SagaStatus.NEEDS_HUMAN:
+            raise SagaNotParked(f"saga {saga_id} is {stored.state.status.value}, not needs_human")
+        return stored
 
     # -- audit --------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ STATUS_STYLE = {
     SagaStatus.COMPENSATED: "bold yellow",
     SagaStatus.COMPENSATION_FAILED: "bold red",
     SagaStatus.NEEDS_HUMAN: "bold magenta",
+    SagaStatus.RESOLVED: "bold blue",
     SagaStatus.AWAITING_APPROVAL: "bold cyan",
 }
 
@@ -30,6 +31,9 @@ EVENT_STYLE = {
     EventType.STEP_UNKNOWN: "red",
     EventType.COMPENSATION_STARTED: "bold yellow",
     EventType.UNDO_SUCCEEDED: "yellow",
+    EventType.SAGA_NEEDS_HUMAN: "bold magenta",
+    EventType.SAGA_RESUMED: "cyan",
+    EventType.SAGA_RESOLVED: "bold blue",
     EventType.UNDO_DEAD_LETTERED: "bold red",
     EventType.APPROVAL_REQUESTED: "cyan",
     EventType.APPROVAL_GRANTED: "cyan",
@@ -61,6 +65,10 @@ def _detail(event: Event) -> str:
     if event.type in (EventType.APPROVAL_GRANTED, EventType.APPROVAL_REJECTED):
         note = f": {d['note']}" if d.get("note") else ""
         return f"by {d.get('approver')}{note}"
+    if event.type in (EventType.SAGA_RESUMED, EventType.SAGA_RESOLVED):
+        return f"by {d.get('by')}: {d.get('why')}"
+    if event.type is EventType.UNDO_SUCCEEDED and d.get("note"):
+        return f"note: {d['note']}"
     return ""
 
 

@@ -48,9 +48,15 @@ Result = dict[str, Any]
 FAST = RetryPolicy(max_attempts=4, base_delay=0.02, max_delay=0.5)
 
 
+def _note(done: str, result: Result) -> str:
+    """What an undo reports: what it reversed, or that there was nothing to reverse."""
+    found = next(iter(result.values()), None)
+    return f"{done} {found}" if found else "nothing to undo: no effect was found for the key"
+
+
 def _inventory_steps(catalogue: Catalogue, svc: CommerceServices) -> None:
-    async def release_stock(args: ReserveStock, result: Any, ctx: StepContext) -> None:
-        svc.release(reserved_with=ctx.action_key, key=ctx.key)
+    async def release_stock(args: ReserveStock, result: Any, ctx: StepContext) -> str:
+        return _note("released reservation", svc.release(reserved_with=ctx.action_key, key=ctx.key))
 
     async def find(args: ReserveStock, ctx: StepContext) -> Result | None:
         return svc.find(ctx.key)
@@ -82,8 +88,9 @@ def _shipment(catalogue: Catalogue, svc: CommerceServices, *, retriable: bool) -
         )(create_shipment)
         return
 
-    async def cancel_shipment(args: CreateShipment, result: Any, ctx: StepContext) -> None:
-        svc.cancel_shipment(shipped_with=ctx.action_key, key=ctx.key)
+    async def cancel_shipment(args: CreateShipment, result: Any, ctx: StepContext) -> str:
+        done = svc.cancel_shipment(shipped_with=ctx.action_key, key=ctx.key)
+        return _note("cancelled shipment", done)
 
     catalogue.compensable(undo=cancel_shipment, lookup=find, retry=FAST, undo_retry=FAST)(
         create_shipment
@@ -95,8 +102,8 @@ def checkout_catalogue(svc: CommerceServices) -> Catalogue:
     catalogue = Catalogue("checkout", "Place an order: reserve stock, charge, ship.")
     _inventory_steps(catalogue, svc)
 
-    async def refund_payment(args: Payment, result: Any, ctx: StepContext) -> None:
-        svc.refund(charged_with=ctx.action_key, key=ctx.key)
+    async def refund_payment(args: Payment, result: Any, ctx: StepContext) -> str:
+        return _note("refunded charge", svc.refund(charged_with=ctx.action_key, key=ctx.key))
 
     async def find(args: Payment, ctx: StepContext) -> Result | None:
         return svc.find(ctx.key)
@@ -128,8 +135,8 @@ def fulfilment_catalogue(svc: CommerceServices) -> Catalogue:
     )
     _inventory_steps(catalogue, svc)
 
-    async def void_authorization(args: Payment, result: Any, ctx: StepContext) -> None:
-        svc.void(authorized_with=ctx.action_key, key=ctx.key)
+    async def void_authorization(args: Payment, result: Any, ctx: StepContext) -> str:
+        return _note("voided authorisation", svc.void(authorized_with=ctx.action_key, key=ctx.key))
 
     async def find(args: BaseModel, ctx: StepContext) -> Result | None:
         return svc.find(ctx.key)
