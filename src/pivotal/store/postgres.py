@@ -8,6 +8,7 @@ and are woken by ``LISTEN/NOTIFY`` when work arrives (polling remains the fallba
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -54,16 +55,20 @@ async def _pipelined(conn: Conn, stmts: Sequence[Stmt]) -> BatchResult:
     """All statements in one pipeline; a failed fence refuses the whole transaction."""
     cursors = [conn.cursor() for _ in stmts]
     failure: psycopg.Error | None = None
-    try:
-        async with conn.pipeline() as pipeline:
+    async with conn.pipeline() as pipeline:
+        try:
             for stmt, cur in zip(stmts, cursors, strict=True):
                 if stmt.many:
                     await cur.executemany(_pg(stmt.sql), stmt.params)
                 else:
                     await cur.execute(_pg(stmt.sql), stmt.params)
             await pipeline.sync()
-    except psycopg.errors.IntegrityError as exc:  # e.g. a stale writer's events collide
-        failure = exc
+        except psycopg.errors.IntegrityError as exc:  # e.g. a stale writer's events collide
+            failure = exc
+            # Read up to the sync point, so that the pipeline ends cleanly: an error met
+            # before it (while sending) would otherwise be met again on leaving it.
+            with contextlib.suppress(psycopg.Error):
+                await pipeline.sync()
     for stmt, cur in zip(stmts, cursors, strict=True):
         if stmt.fence is not None and cur.rowcount != 1:
             raise LeaseLost(stmt.fence) from failure
