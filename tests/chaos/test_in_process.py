@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import pytest
@@ -13,20 +13,27 @@ from hypothesis import strategies as st
 
 from pivotal.examples.commerce import Fault
 from pivotal.examples.commerce.chaos import CommerceWorld, chaos_scenarios
+from pivotal.examples.commerce.faults import CHECKS
 from pivotal.store import Store
 from pivotal.store.postgres import PostgresStore
 from pivotal.testing import (
     Chaos,
     ChaosScenario,
+    CommitFault,
     CrashSite,
     LedgerFactory,
     Point,
     RunResult,
+    StoreFault,
+    Takeover,
+    flaky_ledger,
     memory_ledger,
     run_in_process,
     trace,
 )
 from pivotal.testing.plugin import _REPORT
+
+Forget = Callable[[str], Awaitable[None]]
 
 SCENARIOS = chaos_scenarios()
 OPS = (
@@ -40,6 +47,8 @@ OPS = (
     "refund",
     "void",
     "cancel_shipment",
+    "find",  # every lookup: it may raise, never lie
+    *CHECKS,  # preconditions and the approval policy: they may raise
 )
 
 
@@ -48,20 +57,22 @@ async def test_every_crash_site_of_every_scenario(pivotal_chaos: Chaos) -> None:
     check_coverage(results)
 
 
-async def test_every_crash_site_on_postgres(pivotal_chaos: Chaos, postgres_url: str) -> None:
+async def test_every_crash_site_on_postgres(
+    pivotal_chaos: Chaos, postgres_url: str, forget_saga: Forget
+) -> None:
     results = await pivotal_chaos.explore(
-        CommerceWorld.create, SCENARIOS, ledger=emptied(postgres_url), mode="postgres"
+        CommerceWorld.create, SCENARIOS, ledger=emptied(postgres_url, forget_saga), mode="postgres"
     )
     check_coverage(results)
 
 
-def emptied(url: str) -> LedgerFactory:
-    """The PostgreSQL ledger at ``url``, emptied for each run."""
+def emptied(url: str, forget: Forget) -> LedgerFactory:
+    """The PostgreSQL ledger at ``url``, emptied of the chaos saga for each run."""
 
     @asynccontextmanager
     async def empty_postgres() -> AsyncIterator[Store]:
+        await forget(url)
         async with PostgresStore(url) as store:
-            await store.truncate()
             yield store
 
     return empty_postgres
@@ -79,15 +90,24 @@ def check_coverage(results: list[RunResult]) -> None:
 def _with_faults(
     scenario: ChaosScenario[CommerceWorld], extra: dict[str, list[Fault | None]]
 ) -> ChaosScenario[CommerceWorld]:
-    def prepare(world: CommerceWorld) -> None:
-        scenario.prepare(world)
+    def arm(world: CommerceWorld) -> None:  # after the submission, which checks preconditions
+        scenario.arm(world)
         for op, faults in extra.items():
             world.app.services.faults.next(op, *faults)
 
-    return ChaosScenario(scenario.name, scenario.plan, prepare, scenario.approve)
+    return ChaosScenario(scenario.name, scenario.plan, scenario.prepare, scenario.approve, arm)
 
 
 fault = st.one_of(st.none(), st.sampled_from(list(Fault)))
+store_fault = st.builds(CommitFault, st.integers(1, 14), st.sampled_from(list(StoreFault)))
+takeover = st.builds(
+    Takeover,
+    index=st.integers(0, 4),
+    occurrence=st.integers(1, 2),
+    undo=st.booleans(),
+    expire=st.booleans(),
+    heartbeat=st.booleans(),
+)
 
 
 @functools.cache
@@ -107,8 +127,14 @@ def schedules(draw: st.DrawFn) -> tuple[ChaosScenario[CommerceWorld], list[Crash
     return scenario, draw(st.lists(site, min_size=1, max_size=3))
 
 
+Schedule = tuple[ChaosScenario[CommerceWorld], list[CrashSite]]
+Extra = dict[str, list[Fault | None]]
+
+
 def random_schedules(examples: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Hypothesis draws a scenario, up to three crash sites and a fault list per provider."""
+    """Hypothesis draws a scenario, up to three crash sites, a fault list per provider
+    operation (lookups and checks included), up to two failing commits and maybe a second
+    process let in while a call is in flight."""
     decorate = settings(
         max_examples=examples,
         deadline=None,
@@ -120,47 +146,79 @@ def random_schedules(examples: int) -> Callable[[Callable[..., None]], Callable[
         schedule=schedules(),
         extra=st.fixed_dictionaries({op: st.lists(fault, max_size=3) for op in OPS}),
         seed=st.integers(0, 10_000),
+        commits=st.lists(store_fault, max_size=2),
+        interloper=st.one_of(st.none(), takeover),
     )
     return lambda test: decorate(draw(test))
 
 
 def run_schedule(
-    schedule: tuple[ChaosScenario[CommerceWorld], list[CrashSite]],
-    extra: dict[str, list[Fault | None]],
+    schedule: Schedule,
+    extra: Extra,
     seed: int,
     request: pytest.FixtureRequest,
     mode: str,
     ledger: LedgerFactory = memory_ledger,
-) -> None:
+    commits: list[CommitFault] | None = None,
+    interloper: Takeover | None = None,
+) -> RunResult:
     scenario, crashes = schedule
     report = request.config.stash[_REPORT]
     world = _with_faults(scenario, extra)
+    if commits:
+        ledger = flaky_ledger(ledger, commits)
     result = asyncio.run(
-        run_in_process(CommerceWorld.create, world, crashes, seed=seed, ledger=ledger)
+        run_in_process(
+            CommerceWorld.create,
+            world,
+            crashes,
+            seed=seed,
+            ledger=ledger,
+            interludes=[interloper] if interloper else [],
+        )
     )
     report.add(mode, result)
     Chaos.assert_clean([result])
+    if interloper is not None and interloper.fired and not interloper.expire:
+        assert interloper.outcome == "refused", f"{interloper}: {interloper.outcome}"
+    return result
 
 
-@random_schedules(2000)
+@pytest.mark.timeout(600)
+@random_schedules(5000)
 def test_random_crash_and_fault_schedules(
-    schedule: tuple[ChaosScenario[CommerceWorld], list[CrashSite]],
-    extra: dict[str, list[Fault | None]],
+    schedule: Schedule,
+    extra: Extra,
     seed: int,
+    commits: list[CommitFault],
+    interloper: Takeover | None,
     request: pytest.FixtureRequest,
 ) -> None:
-    run_schedule(schedule, extra, seed, request, "random")
+    run_schedule(schedule, extra, seed, request, "random", commits=commits, interloper=interloper)
 
 
-@random_schedules(300)
+@pytest.mark.timeout(600)
+@random_schedules(500)
 def test_random_crash_and_fault_schedules_on_postgres(
-    schedule: tuple[ChaosScenario[CommerceWorld], list[CrashSite]],
-    extra: dict[str, list[Fault | None]],
+    schedule: Schedule,
+    extra: Extra,
     seed: int,
+    commits: list[CommitFault],
+    interloper: Takeover | None,
     request: pytest.FixtureRequest,
     postgres_url: str,
+    forget_saga: Forget,
 ) -> None:
-    run_schedule(schedule, extra, seed, request, "random-postgres", emptied(postgres_url))
+    run_schedule(
+        schedule,
+        extra,
+        seed,
+        request,
+        "random-postgres",
+        emptied(postgres_url, forget_saga),
+        commits=commits,
+        interloper=interloper,
+    )
 
 
 async def test_the_invariants_catch_a_provider_that_ignores_keys() -> None:

@@ -4,29 +4,24 @@ on a SQLite ledger and on a PostgreSQL one."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from pivotal.examples.commerce import STATE_ENV
 from pivotal.examples.commerce.chaos import CommerceWorld, chaos_scenarios
-from pivotal.store.postgres import PostgresStore
 from pivotal.testing import Chaos, ChaosScenario, trace
 
 SCENARIOS = chaos_scenarios()
 APP = "pivotal.examples.commerce:create_app"
 
 
-def emptied(url: str) -> Callable[[Path], str]:
-    """The PostgreSQL ledger at ``url``, emptied before each run."""
-
-    async def truncate() -> None:
-        async with PostgresStore(url) as store:
-            await store.truncate()
+def emptied(url: str, forget: Callable[[str], Awaitable[None]]) -> Callable[[Path], str]:
+    """The PostgreSQL ledger at ``url``, emptied of the chaos saga before each run."""
 
     def ledger(folder: Path) -> str:
-        asyncio.run(truncate())
+        asyncio.run(forget(url))
         return url
 
     return ledger
@@ -43,7 +38,11 @@ def test_sigkill_at_every_site(
     request: pytest.FixtureRequest,
 ) -> None:
     sites = asyncio.run(trace(CommerceWorld.create, scenario))
-    ledger = emptied(request.getfixturevalue("postgres_url")) if backend == "postgres" else None
+    ledger = (
+        emptied(request.getfixturevalue("postgres_url"), request.getfixturevalue("forget_saga"))
+        if backend == "postgres"
+        else None
+    )
 
     results = pivotal_chaos.explore_killed(
         tmp_path,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -10,7 +11,7 @@ from typing import Generic, Protocol, TypeVar
 
 from pivotal.app import App
 from pivotal.clock import FakeClock
-from pivotal.errors import LeaseLost
+from pivotal.errors import ApprovalError, LeaseLost, StoreError
 from pivotal.hooks import Hook
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import Plan
@@ -18,6 +19,7 @@ from pivotal.state import ApprovalStatus, SagaState, SagaStatus
 from pivotal.store.base import Store
 from pivotal.store.sqlite import SQLiteStore
 from pivotal.testing.crash import CrashAt, CrashSite, SimulatedCrash, Trace
+from pivotal.testing.inflight import CallLog, Interlude, Process, instrument, running_as
 from pivotal.testing.invariants import Violation, check_invariants
 from pivotal.testing.probe import EffectProbe
 from pivotal.worker import Sweeper
@@ -53,12 +55,17 @@ W = TypeVar("W", bound=World)
 
 @dataclass(frozen=True)
 class ChaosScenario(Generic[W]):
-    """A plan, the provider faults it meets, and whether a person approves its pivot."""
+    """A plan, the provider faults it meets, and whether a person approves its pivot.
+
+    ``prepare`` runs before the plan is submitted, ``arm`` after it (for faults that must
+    meet the run, not the submission's validation, such as a failing precondition).
+    """
 
     name: str
     plan: Plan
     prepare: Callable[[W], object] = lambda world: None
     approve: bool = True
+    arm: Callable[[W], object] = lambda world: None
 
 
 @dataclass
@@ -68,6 +75,7 @@ class RunResult:
     fired: int  # how many of the crashes were reached
     status: SagaStatus
     violations: list[Violation] = field(default_factory=list)
+    store_errors: int = 0  # passes a failed ledger write ended (each recovered as a crash)
 
 
 async def until_quiet(
@@ -83,12 +91,22 @@ async def until_quiet(
             and a is not None
             and a.status is ApprovalStatus.PENDING
         ):
-            await orchestrator.approve(saga_id, "chaos-approver", run=False)
+            with contextlib.suppress(ApprovalError):  # decided meanwhile: run it again
+                await orchestrator.approve(saga_id, "chaos-approver", run=False)
             continue
         if state.status.terminal or state.status is SagaStatus.AWAITING_APPROVAL:
             return state
         if state.wake_at is not None:
             clock.advance(state.wake_at - clock.now())
+
+
+@dataclass
+class Recovery:
+    """How a run came to rest: its final state and what interrupted it on the way."""
+
+    state: SagaState
+    fired: int = 0  # crash hooks that fired
+    store_errors: int = 0  # passes ended by a failed ledger write
 
 
 async def recover(
@@ -100,14 +118,45 @@ async def recover(
     approve: bool,
     hooks: Sequence[Hook | None] = (),
     seed: int = 0,
+    log: CallLog | None = None,
+    restarts: int = 12,
 ) -> tuple[SagaState, int]:
     """Run the saga with one fresh 'process' per hook; a crash ends that process.
 
     After each crash the dead process's lease runs out and the sweeper frees it, as it would
-    in production. Returns the final state and how many crashes fired.
+    in production. A ``StoreError`` (a failed ledger write) ends its process the same way;
+    up to ``restarts`` further processes without a hook follow. Returns the final state
+    and how many crashes fired (``recover_counting`` also counts the store errors).
     """
-    fired = 0
-    for generation, hook in enumerate([*hooks, None]):
+    done = await recover_counting(
+        store,
+        app,
+        clock,
+        saga_id,
+        approve=approve,
+        hooks=hooks,
+        seed=seed,
+        log=log,
+        restarts=restarts,
+    )
+    return done.state, done.fired
+
+
+async def recover_counting(
+    store: Store,
+    app: App,
+    clock: FakeClock,
+    saga_id: str,
+    *,
+    approve: bool,
+    hooks: Sequence[Hook | None] = (),
+    seed: int = 0,
+    log: CallLog | None = None,
+    restarts: int = 12,
+) -> Recovery:
+    """``recover``, telling crashes from failed ledger writes."""
+    fired = store_errors = 0
+    for generation, hook in enumerate([*hooks, *[None] * (restarts + 1)]):
         orch = Orchestrator(
             store,
             app,
@@ -118,14 +167,23 @@ async def recover(
             hook=hook,
         )
         try:
-            return await until_quiet(orch, clock, saga_id, approve=approve), fired
+            with running_as(Process(orch.owner, orch, approve, log)):
+                state = await until_quiet(orch, clock, saga_id, approve=approve)
+            return Recovery(state, fired, store_errors)
         except SimulatedCrash:
             fired += 1
-            clock.advance(LEASE_TTL + 1)
-            await Sweeper(orch).sweep()
         except LeaseLost:
             clock.advance(LEASE_TTL + 1)
-    raise AssertionError("unreachable: the last process runs without a hook")
+            continue
+        except StoreError:  # the pass ended on a failed write: recover as from a crash
+            store_errors += 1
+        clock.advance(LEASE_TTL + 1)
+        sweeper = Orchestrator(
+            store, app, clock=clock, owner=f"sweeper-{generation}", lease_ttl=LEASE_TTL
+        )
+        with running_as(Process(sweeper.owner, sweeper, approve, log)):
+            await Sweeper(sweeper).sweep()
+    raise AssertionError(f"saga {saga_id} did not come to rest after {restarts} restarts")
 
 
 async def run_in_process(
@@ -135,33 +193,49 @@ async def run_in_process(
     *,
     seed: int = 0,
     ledger: LedgerFactory = memory_ledger,
+    interludes: Sequence[Interlude] = (),
 ) -> RunResult:
-    """One run on fresh providers and an empty ledger, crashing at ``crashes`` in turn."""
+    """One run on fresh providers and an empty ledger, crashing at ``crashes`` in turn.
+
+    Every action and undo call is recorded (for the ``no_concurrent_calls`` invariant) and
+    offered to ``interludes`` while in flight (see ``Takeover``).
+    """
     world = make_world()
     scenario.prepare(world)
     try:
         async with ledger() as store:
-            return await _run(store, world, scenario, crashes, seed)
+            return await _run(store, world, scenario, crashes, seed, interludes)
     finally:
         world.close()
 
 
 async def _run(
-    store: Store, world: W, scenario: ChaosScenario[W], crashes: Sequence[CrashSite], seed: int
+    store: Store,
+    world: W,
+    scenario: ChaosScenario[W],
+    crashes: Sequence[CrashSite],
+    seed: int,
+    interludes: Sequence[Interlude],
 ) -> RunResult:
     clock = FakeClock()
-    await Orchestrator(store, world.app, clock=clock).submit(scenario.plan, saga_id=SAGA_ID)
-    state, fired = await recover(
+    log = CallLog()
+    app = instrument(world.app, log, interludes)
+    await Orchestrator(store, app, clock=clock).submit(scenario.plan, saga_id=SAGA_ID)
+    scenario.arm(world)
+    done = await recover_counting(
         store,
-        world.app,
+        app,
         clock,
         SAGA_ID,
         approve=scenario.approve,
         hooks=[CrashAt(site) for site in crashes],
         seed=seed,
+        log=log,
     )
-    violations = await check_invariants(store, world.probe, [SAGA_ID])
-    return RunResult(scenario.name, tuple(crashes), fired, state.status, violations)
+    violations = await check_invariants(store, world.probe, [SAGA_ID], log.call_spans())
+    return RunResult(
+        scenario.name, tuple(crashes), done.fired, done.state.status, violations, done.store_errors
+    )
 
 
 async def trace(make_world: Callable[[], W], scenario: ChaosScenario[W]) -> list[CrashSite]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -9,7 +10,7 @@ from pivotal.catalogue import StepKind, action_key, undo_key
 from pivotal.engine import point_of_no_return
 from pivotal.state import EventType, SagaState, SagaStatus, StepStatus, UndoStatus, replay
 from pivotal.store.base import Store
-from pivotal.testing.probe import EffectProbe
+from pivotal.testing.probe import CallProbe, CallSpan, EffectProbe
 
 QUIET = frozenset(
     {
@@ -34,18 +35,55 @@ class Violation:
 
 
 async def check_invariants(
-    store: Store, probe: EffectProbe, saga_ids: Iterable[str]
+    store: Store, probe: EffectProbe, saga_ids: Iterable[str], calls: Iterable[CallSpan] = ()
 ) -> list[Violation]:
-    """Every broken invariant; an empty list when the world is consistent."""
+    """Every broken invariant; an empty list when the world is consistent.
+
+    ``calls`` are spans recorded in front of the providers (see ``CallLog``); a probe that
+    is also a ``CallProbe`` adds the providers' own.
+    """
     effects = probe.effects()
     out = [
         Violation("effect_once", None, f"key {key} took effect {n} times")
         for key, n in sorted(effects.items())
         if n > 1
     ]
+    spans = list(calls) + (list(probe.call_spans()) if isinstance(probe, CallProbe) else [])
+    out += concurrent_calls(spans)
     open_letters = {d.undo_key for d in await store.dead_letters("open")}
     for saga_id in saga_ids:
         out += await _check_saga(store, probe, saga_id, effects, open_letters)
+    return out
+
+
+def concurrent_calls(spans: Iterable[CallSpan]) -> list[Violation]:
+    """No step called concurrently with itself: two live spans of one key in flight at once.
+
+    A span marked ``stale`` (made by a process that had lost its lease, a zombie whose
+    writes the ledger refuses) is not compared: only lease holders must take turns. Spans
+    are compared only with spans of the same recorder (their ticks differ).
+    """
+    out: list[Violation] = []
+    by_key: dict[tuple[str, str], list[CallSpan]] = defaultdict(list)
+    for span in spans:
+        if not span.stale:
+            by_key[(span.recorder, span.key)].append(span)
+    for (_, key), same in sorted(by_key.items()):
+        same.sort(key=lambda s: s.start)
+        longest: CallSpan | None = None
+        for span in same:
+            if longest is not None and longest.end is not None and span.start <= longest.end:
+                who = f" ({longest.by} and {span.by})" if span.by else ""
+                out.append(
+                    Violation(
+                        "no_concurrent_calls",
+                        None,
+                        f"{key} was called while an earlier call of it was in flight{who}",
+                    )
+                )
+            end = span.start if span.end is None else span.end
+            if longest is None or longest.end is None or end > longest.end:
+                longest = CallSpan(span.key, span.start, end, span.by)
     return out
 
 

@@ -62,6 +62,7 @@ def _inventory_steps(catalogue: Catalogue, svc: CommerceServices) -> None:
         return svc.find(ctx.key)
 
     def sku_known(args: ReserveStock) -> str | None:
+        svc.faults.check("precondition")
         if svc.sku_known(args.sku, args.warehouse):
             return None
         return f"warehouse {args.warehouse} does not stock {args.sku}"
@@ -121,6 +122,7 @@ def fulfilment_catalogue(svc: CommerceServices) -> Catalogue:
     """Reserve and authorise (compensable), capture (pivot), ship and confirm (retriable)."""
 
     def tier_of(args: BaseModel, plan: Plan) -> str | None:
+        svc.faults.check("approval_policy")
         return svc.tier(getattr(args, "order_id", ""))
 
     catalogue = Catalogue(
@@ -147,6 +149,7 @@ def fulfilment_catalogue(svc: CommerceServices) -> Catalogue:
         return svc.authorize(args.order_id, args.amount, ctx.key)
 
     def order_open(args: Payment) -> str | None:
+        svc.faults.check("precondition")
         status = svc.order_status(args.order_id)
         if status is None:
             return f"order {args.order_id} does not exist"

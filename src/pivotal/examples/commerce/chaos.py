@@ -12,6 +12,7 @@ from pivotal.examples.commerce.faults import Fault
 from pivotal.examples.commerce.services import CommerceServices
 from pivotal.plan import Plan
 from pivotal.testing.chaos import ChaosScenario
+from pivotal.testing.probe import CallSpan
 
 
 class CommerceProbe:
@@ -29,6 +30,10 @@ class CommerceProbe:
 
     def effects(self) -> Mapping[str, int]:
         return self.services.effects_per_key()
+
+    def call_spans(self) -> list[CallSpan]:
+        """The providers' own record of every call (ticks: call ids)."""
+        return [CallSpan(key, start, end) for key, start, end in self.services.call_spans()]
 
     def in_place(self, key: str) -> bool:
         db = self.services.db

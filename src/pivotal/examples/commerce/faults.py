@@ -17,10 +17,37 @@ _SCHEMA = (
 
 
 class Fault(StrEnum):
+    """What one call meets. On a lookup (``find``) or on the ``precondition`` and
+    ``approval_policy`` checks, every fault means "raise" (they have no effect to make)."""
+
     TRANSIENT = "transient"  # refused before any effect; the same call may succeed later
     PERMANENT = "permanent"  # refused for good (declined card, unknown order)
     TIMEOUT_BEFORE_EFFECT = "timeout_before_effect"  # the caller times out; nothing happened
     TIMEOUT_AFTER_EFFECT = "timeout_after_effect"  # the effect happened; the reply was lost
+    ERROR_BEFORE_EFFECT = "error_before_effect"  # the client failed (RuntimeError); no effect
+    KEY_ERROR_AFTER_EFFECT = "key_error_after_effect"  # effect made; the reply lacked a field
+    PARSE_ERROR_AFTER_EFFECT = "parse_error_after_effect"  # effect made; reply not JSON
+    RUNTIME_ERROR_AFTER_EFFECT = "runtime_error_after_effect"  # effect made; client crashed
+    RESET_AFTER_EFFECT = "reset_after_effect"  # effect made; connection reset (transient)
+
+    @property
+    def after_effect(self) -> bool:
+        """Whether the call's effect is made before the fault is raised."""
+        return self in _AFTER_EFFECT
+
+
+_AFTER_EFFECT = frozenset(
+    {
+        Fault.TIMEOUT_AFTER_EFFECT,
+        Fault.KEY_ERROR_AFTER_EFFECT,
+        Fault.PARSE_ERROR_AFTER_EFFECT,
+        Fault.RUNTIME_ERROR_AFTER_EFFECT,
+        Fault.RESET_AFTER_EFFECT,
+    }
+)
+
+CHECKS = ("precondition", "approval_policy")
+"""Pseudo-operations: the catalogue's preconditions and its approval policy consult them."""
 
 
 class Faults:
@@ -69,6 +96,13 @@ class Faults:
         self._always.clear()
         if self._db is not None:
             self._db.execute("DELETE FROM faults")
+
+    def check(self, op: str) -> None:
+        """Raise ``RuntimeError`` if a fault is scheduled for this call of ``op`` (a
+        precondition or an approval policy that fails)."""
+        fault = self.take(op)
+        if fault is not None:
+            raise RuntimeError(f"{op} failed ({fault.value})")
 
     def take(self, op: str) -> Fault | None:
         """The fault the next call of ``op`` meets, consumed from the queue."""

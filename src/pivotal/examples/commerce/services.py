@@ -22,7 +22,7 @@ from pivotal.examples.commerce.faults import Fault, Faults
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, op TEXT NOT NULL, key TEXT NOT NULL,
-    fault TEXT, at REAL NOT NULL);
+    fault TEXT, at REAL NOT NULL, ended INTEGER);
 CREATE TABLE IF NOT EXISTS effects (
     key TEXT PRIMARY KEY, op TEXT NOT NULL, result TEXT NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS stock (
@@ -48,6 +48,27 @@ CREATE TABLE IF NOT EXISTS emails (
 Result = dict[str, Any]
 
 
+def raised(fault: Fault, op: str) -> Exception:
+    """The exception a call of ``op`` meeting ``fault`` raises."""
+    if fault is Fault.TRANSIENT:
+        return Transient(f"{op}: service unavailable, try again")
+    if fault is Fault.PERMANENT:
+        return Permanent(f"{op}: refused by the provider")
+    if fault is Fault.TIMEOUT_BEFORE_EFFECT:
+        return TimeoutError(f"{op}: no reply")
+    if fault is Fault.TIMEOUT_AFTER_EFFECT:
+        return TimeoutError(f"{op}: reply lost after the effect")
+    if fault is Fault.ERROR_BEFORE_EFFECT:
+        return RuntimeError(f"{op}: the client failed before sending the request")
+    if fault is Fault.KEY_ERROR_AFTER_EFFECT:
+        return KeyError(f"{op}: the reply has no 'id' field")
+    if fault is Fault.PARSE_ERROR_AFTER_EFFECT:
+        return json.JSONDecodeError(f"{op}: the reply is not JSON", "<html>", 0)
+    if fault is Fault.RUNTIME_ERROR_AFTER_EFFECT:
+        return RuntimeError(f"{op}: the client crashed reading the reply")
+    return ConnectionResetError(f"{op}: connection reset after the effect")
+
+
 def _id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
 
@@ -66,6 +87,9 @@ class CommerceServices:
         columns = {r[1] for r in self.db.execute("PRAGMA table_info(orders)")}
         if "details" not in columns:  # a state file from before order details
             self.db.execute("ALTER TABLE orders ADD COLUMN details TEXT")
+        calls = {r[1] for r in self.db.execute("PRAGMA table_info(calls)")}
+        if "ended" not in calls:  # a state file from before call spans
+            self.db.execute("ALTER TABLE calls ADD COLUMN ended INTEGER")
         self.faults.bind(self.db)
 
     def close(self) -> None:
@@ -105,16 +129,21 @@ class CommerceServices:
 
     def _effect(self, op: str, key: str, apply: Callable[[sqlite3.Connection], Result]) -> Result:
         fault = self.faults.take(op)
-        self.db.execute(
+        call = self.db.execute(
             "INSERT INTO calls (op, key, fault, at) VALUES (?, ?, ?, ?)",
             (op, key, fault.value if fault else None, time.time()),
-        )
-        if fault is Fault.TRANSIENT:
-            raise Transient(f"{op}: service unavailable, try again")
-        if fault is Fault.TIMEOUT_BEFORE_EFFECT:
-            raise TimeoutError(f"{op}: no reply")
-        if fault is Fault.PERMANENT:
-            raise Permanent(f"{op}: refused by the provider")
+        ).lastrowid
+        try:
+            if fault is not None and not fault.after_effect:
+                raise raised(fault, op)
+            result = self._apply(op, key, apply)
+            if fault is not None:
+                raise raised(fault, op)
+            return result
+        finally:
+            self._ended(call)
+
+    def _apply(self, op: str, key: str, apply: Callable[[sqlite3.Connection], Result]) -> Result:
         self.db.execute("BEGIN IMMEDIATE")
         try:
             row = self.db.execute("SELECT result FROM effects WHERE key = ?", (key,)).fetchone()
@@ -130,12 +159,22 @@ class CommerceServices:
             self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
-        if fault is Fault.TIMEOUT_AFTER_EFFECT:
-            raise TimeoutError(f"{op}: reply lost after the effect")
         return result
 
+    def _ended(self, call: int | None) -> None:
+        """Close the call's span: ``ended`` is the newest call id when it returned, so a call
+        of the same key with an id in ``(id, ended]`` ran while this one was in flight."""
+        self.db.execute(
+            "UPDATE calls SET ended = (SELECT MAX(id) FROM calls) WHERE id = ?", (call,)
+        )
+
     def find(self, key: str) -> Result | None:
-        """The result of the effect made with ``key``, or ``None`` (for lookups)."""
+        """The result of the effect made with ``key``, or ``None`` (for lookups).
+
+        A fault scheduled for the ``find`` operation makes it raise; it never lies."""
+        fault = self.faults.take("find")
+        if fault is not None:
+            raise raised(fault, "find")
         row = self.db.execute("SELECT result FROM effects WHERE key = ?", (key,)).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
@@ -328,6 +367,13 @@ class CommerceServices:
 
     def calls(self, op: str | None = None) -> list[dict[str, Any]]:
         return self.rows("calls", op=op) if op else self.rows("calls")
+
+    def call_spans(self) -> list[tuple[str, int, int | None]]:
+        """(key, id, ended) of every provider call: see ``_ended``."""
+        return [
+            (str(k), int(i), None if e is None else int(e))
+            for k, i, e in self.db.execute("SELECT key, id, ended FROM calls ORDER BY id")
+        ]
 
     def effects_per_key(self) -> dict[str, int]:
         """How many domain records each idempotency key produced (1 at most when correct)."""

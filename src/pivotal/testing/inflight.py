@@ -1,0 +1,146 @@
+"""Calls in flight: record when every action and undo call starts and ends, and let
+something happen while one is in flight (a slow call).
+
+``instrument(app, log, interludes)`` gives a copy of the app whose every action and undo
+call is recorded in ``log`` (per idempotency key, with the calling process) and offered to
+each interlude twice: before it reaches the provider and after the provider answered,
+before the caller hears back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pivotal.app import App
+from pivotal.catalogue import Action, Catalogue, Step, StepContext, Undo
+from pivotal.testing.probe import CallSpan
+
+if TYPE_CHECKING:
+    from pivotal.orchestrator import Orchestrator
+
+
+@dataclass(frozen=True)
+class Process:
+    """One simulated process of a run: its name in the call log, its orchestrator, whether
+    it approves pivots when asked, and the run's call log."""
+
+    name: str
+    orchestrator: Orchestrator
+    approve: bool = True
+    log: CallLog | None = None
+
+
+CURRENT: ContextVar[Process | None] = ContextVar("pivotal_testing_process", default=None)
+"""The simulated process running the current task (set by ``recover``)."""
+
+
+@contextlib.contextmanager
+def running_as(process: Process) -> Iterator[Process]:
+    """Calls made in the block (and in tasks it starts) are made by ``process``."""
+    token = CURRENT.set(process)
+    try:
+        yield process
+    finally:
+        CURRENT.reset(token)
+
+
+class CallLog:
+    """Spans of the calls made through an instrumented app, on one counter of ticks.
+
+    A process whose lease was taken from it is ``fence``d: its calls in flight count as
+    over from then on (what it does next is for the ledger's fencing to refuse), and a
+    call it starts afterwards is marked ``stale``.
+    """
+
+    def __init__(self) -> None:
+        self._tick = 0
+        self._starts: list[tuple[str, int, str]] = []
+        self._ends: dict[int, int] = {}
+        self._fenced: dict[str, int] = {}
+
+    def start(self, key: str) -> int:
+        """A call with ``key`` starts; returns its token for ``end``."""
+        self._tick += 1
+        process = CURRENT.get()
+        self._starts.append((key, self._tick, process.name if process else ""))
+        return len(self._starts) - 1
+
+    def end(self, token: int) -> None:
+        """The call returned (or raised); its span covers every tick issued so far."""
+        self._ends[token] = self._tick
+
+    def fence(self, process: str) -> None:
+        """``process`` lost its lease now."""
+        self._fenced.setdefault(process, self._tick)
+
+    def call_spans(self) -> list[CallSpan]:
+        """Every recorded call; a fenced process's spans end where it was fenced."""
+        spans = []
+        for token, (key, start, by) in enumerate(self._starts):
+            end = self._ends.get(token)
+            fenced = self._fenced.get(by)
+            stale = fenced is not None and start > fenced
+            if fenced is not None and not stale:
+                end = fenced if end is None else min(end, fenced)
+            spans.append(CallSpan(key, start, end, by, stale=stale, recorder="harness"))
+        return spans
+
+
+class Interlude(Protocol):
+    """Runs while a call is in flight: ``applied`` False before the call reaches the
+    provider, True after the provider answered (the reply is on its way)."""
+
+    async def __call__(self, ctx: StepContext, *, undo: bool, applied: bool) -> None: ...
+
+
+def instrument(app: App, log: CallLog, interludes: Sequence[Interlude] = ()) -> App:
+    """A copy of ``app`` (same catalogues, steps and policies) whose calls go through
+    ``log`` and ``interludes``. Lookups, preconditions and policies are left as they are."""
+    catalogues = []
+    for catalogue in app:
+        copy = Catalogue(catalogue.name, catalogue.description, approval=catalogue.approval)
+        for step in catalogue:
+            copy.add(_instrumented(step, log, tuple(interludes)))
+        catalogues.append(copy)
+    return App(catalogues, name=app.name)
+
+
+def _instrumented(step: Step, log: CallLog, interludes: tuple[Interlude, ...]) -> Step:
+    action, undo = step.action, step.undo
+
+    async def around(ctx: StepContext, is_undo: bool, call: Callable[[], Awaitable[Any]]) -> Any:
+        token = log.start(ctx.key)
+        try:
+            for interlude in interludes:
+                await interlude(ctx, undo=is_undo, applied=False)
+            try:
+                result = await call()
+            except Exception:
+                for interlude in interludes:
+                    await interlude(ctx, undo=is_undo, applied=True)
+                raise
+            for interlude in interludes:
+                await interlude(ctx, undo=is_undo, applied=True)
+            return result
+        finally:
+            log.end(token)
+
+    async def recorded_action(args: Any, ctx: StepContext) -> Any:
+        return await around(ctx, False, lambda: action(args, ctx))
+
+    wrapped_undo: Undo | None = None
+    if undo is not None:
+        inner_undo = undo
+
+        async def recorded_undo(args: Any, result: Any, ctx: StepContext) -> str | None:
+            note: str | None = await around(ctx, True, lambda: inner_undo(args, result, ctx))
+            return note
+
+        wrapped_undo = recorded_undo
+    wrapped_action: Action = recorded_action
+    return dataclasses.replace(step, action=wrapped_action, undo=wrapped_undo)

@@ -1,0 +1,176 @@
+"""A ledger that fails on purpose: the n-th commit meets a ``StoreError``.
+
+    flaky = flaky_ledger(memory_ledger, [CommitFault(3, StoreFault.AFTER_WRITE)])
+    await run_in_process(make_world, scenario, ledger=flaky)
+
+A failed commit ends the engine's pass; the harness then treats the process as crashed (its
+lease runs out, the sweeper frees it) and a fresh process recovers from the ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pivotal.errors import StoreError
+from pivotal.plan import Plan, Provenance
+from pivotal.state import Event, SagaState, SagaStatus
+from pivotal.store.base import DeadLetter, PendingApproval, SagaSummary, Store, StoredSaga
+from pivotal.testing.chaos import LedgerFactory
+
+_GROUP_WINDOW = 3  # loop turns a lost transaction waits for commits queued with it
+
+
+class StoreFault(StrEnum):
+    """How a commit fails."""
+
+    BEFORE_WRITE = "before_write"  # refused before anything was written: nothing kept
+    AFTER_WRITE = "after_write"  # the write landed, the reply was lost: all of it kept
+    LOST = "lost"  # lost as a whole, with every commit queued with it: nothing kept
+
+
+@dataclass(frozen=True)
+class CommitFault:
+    """The ``commit``-th commit through the ledger (counting from 1) meets ``kind``."""
+
+    commit: int
+    kind: StoreFault
+
+    def __str__(self) -> str:
+        return f"commit {self.commit}: {self.kind.value}"
+
+
+class FlakyStore:
+    """A ``Store`` that delegates to ``inner`` and fails the commits ``faults`` name.
+
+    Only ``commit`` fails; every other call goes through. ``fired`` lists the faults met so
+    far, ``commits`` counts the commits tried and ``lost_with_group`` the commits lost
+    because they were queued with a transaction lost as a whole.
+    """
+
+    def __init__(self, inner: Store, faults: Sequence[CommitFault]) -> None:
+        self.inner = inner
+        self.faults: Mapping[int, StoreFault] = {f.commit: f.kind for f in faults}
+        self.fired: list[CommitFault] = []
+        self.commits = 0
+        self.lost_with_group = 0
+        self._losing = 0  # commits being lost right now, as a group
+
+    async def commit(
+        self, before: SagaState, after: SagaState, events: Sequence[Event], epoch: int | None
+    ) -> None:
+        self.commits += 1
+        n, kind = self.commits, self.faults.get(self.commits)
+        if self._losing:  # queued with a transaction that is being lost: lost with it
+            self.lost_with_group += 1
+            raise StoreError(f"commit {n}: lost with its group (injected)")
+        if kind is None:
+            return await self.inner.commit(before, after, events, epoch)
+        self.fired.append(CommitFault(n, kind))
+        if kind is StoreFault.BEFORE_WRITE:
+            raise StoreError(f"commit {n}: the ledger refused it (injected)")
+        if kind is StoreFault.AFTER_WRITE:
+            await self.inner.commit(before, after, events, epoch)
+            raise StoreError(f"commit {n}: written, but the reply was lost (injected)")
+        self._losing += 1
+        try:
+            for _ in range(_GROUP_WINDOW):  # let the commits of a parallel group queue up
+                await asyncio.sleep(0)
+        finally:
+            self._losing -= 1
+        raise StoreError(f"commit {n}: the transaction was lost as a whole (injected)")
+
+    # -- everything else goes straight through ---------------------------------------------
+
+    async def open(self) -> None:
+        await self.inner.open()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    async def __aenter__(self) -> FlakyStore:
+        await self.inner.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.inner.close()
+
+    async def create(
+        self, state: SagaState, plan: Plan, provenance: Provenance, events: Sequence[Event]
+    ) -> bool:
+        return await self.inner.create(state, plan, provenance, events)
+
+    async def load(self, saga_id: str) -> StoredSaga | None:
+        return await self.inner.load(saga_id)
+
+    async def events(self, saga_id: str) -> list[Event]:
+        return await self.inner.events(saga_id)
+
+    async def provenance(self, ref: str) -> Provenance | None:
+        return await self.inner.provenance(ref)
+
+    async def claim(self, saga_id: str, owner: str, ttl: float, now: float) -> int | None:
+        return await self.inner.claim(saga_id, owner, ttl, now)
+
+    async def claim_next(
+        self, owner: str, ttl: float, now: float, limit: int
+    ) -> list[tuple[str, int]]:
+        return await self.inner.claim_next(owner, ttl, now, limit)
+
+    async def heartbeat(
+        self, owner: str, leases: Mapping[str, int], ttl: float, now: float
+    ) -> set[str]:
+        return await self.inner.heartbeat(owner, leases, ttl, now)
+
+    async def expire_leases(self, now: float) -> list[str]:
+        return await self.inner.expire_leases(now)
+
+    async def release(self, saga_id: str, epoch: int, error: str | None = None) -> None:
+        await self.inner.release(saga_id, epoch, error)
+
+    async def wait_for_work(self, seconds: float) -> None:
+        await self.inner.wait_for_work(seconds)
+
+    async def list_sagas(
+        self, status: SagaStatus | None = None, limit: int = 100
+    ) -> list[SagaSummary]:
+        return await self.inner.list_sagas(status, limit)
+
+    async def lease_of(self, saga_id: str) -> tuple[str | None, int, float | None] | None:
+        return await self.inner.lease_of(saga_id)
+
+    async def pending_approvals(self) -> list[PendingApproval]:
+        return await self.inner.pending_approvals()
+
+    async def dead_letters(
+        self, status: str | None = "open", *, due_by: float | None = None, id: int | None = None
+    ) -> list[DeadLetter]:
+        return await self.inner.dead_letters(status, due_by=due_by, id=id)
+
+
+class FlakyLedger:
+    """A ``LedgerFactory``: ledgers from ``base`` whose commits meet ``faults`` (each ledger
+    opened counts its commits from 1). ``stores`` keeps every one it opened."""
+
+    def __init__(self, base: LedgerFactory, faults: Sequence[CommitFault]) -> None:
+        self.base = base
+        self.faults = tuple(faults)
+        self.stores: list[FlakyStore] = []
+
+    def __call__(self) -> AbstractAsyncContextManager[Store]:
+        return self._open()
+
+    @asynccontextmanager
+    async def _open(self) -> AsyncIterator[Store]:
+        async with self.base() as store:
+            flaky = FlakyStore(store, self.faults)
+            self.stores.append(flaky)
+            yield flaky
+
+
+def flaky_ledger(base: LedgerFactory, faults: Sequence[CommitFault]) -> FlakyLedger:
+    """Ledgers from ``base`` whose commits meet ``faults``."""
+    return FlakyLedger(base, faults)
