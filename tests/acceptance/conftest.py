@@ -117,7 +117,8 @@ class Cli:
         return [{"type": t, "step": s, "attempt": a, **json.loads(d)} for t, s, a, d in rows]
 
     @staticmethod
-    def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+    def wait_for(condition: Callable[[], Any], timeout: float = 60.0, what: str = "") -> Any:
+        """Until ``condition()`` holds; ``timeout`` only turns a hang into a failure."""
         deadline = time.monotonic() + timeout
         while not (result := condition()):
             if time.monotonic() > deadline:

@@ -11,22 +11,55 @@ import time
 from collections import Counter
 from typing import Any
 
+import pytest
 from lock_probes import postgres_sagas_locked, sqlite_write_locked
 
 from pivotal import Orchestrator, SQLiteStore, parse_plan
 from pivotal.examples.commerce import CommerceServices, Fault, create_app
 
+# Every wait below is for something to happen; BOUND only turns a hang into a failure.
+BOUND = 60.0
+pytestmark = pytest.mark.timeout(300)
+
+# The commerce app, whose calls in each worker first wait until every worker has a saga in
+# hand: each of them takes part, however late the machine lets one of them start.
 READY_APP = """
+import asyncio
+import dataclasses
 import os
 from pathlib import Path
 
 from pivotal.examples.commerce import create_app as _create_app
 
 HERE = Path(__file__).parent
+WORKERS = 2
+_together = False
+
+
+async def _all_working():
+    global _together
+    if _together:
+        return
+    (HERE / f"working-{os.getpid()}").touch()
+    while len(list(HERE.glob("working-*"))) < WORKERS:
+        await asyncio.sleep(0.02)
+    _together = True
+
+
+def _after_all_working(action):
+    async def call(args, ctx):
+        await _all_working()
+        return await action(args, ctx)
+
+    return call
 
 
 def create_app():
     app = _create_app(HERE / "commerce.db")
+    for catalogue in app:  # this process's own copy: its steps wait for the others
+        for step in list(catalogue):
+            gated = dataclasses.replace(step, action=_after_all_working(step.action))
+            catalogue._steps[step.name] = gated
     (HERE / f"ready-{os.getpid()}").touch()
     return app
 """
@@ -57,14 +90,16 @@ app = Catalogue("slow")
 
 @app.compensable(undo=forget)
 async def block(args: Args, ctx: StepContext) -> dict:
+    # The first call ever blocks until the test creates the file "go"; the others return.
     with (HERE / "calls.log").open("a") as log:
         log.write(f"{os.getpid()} {ctx.key} {ctx.attempt}\\n")
     try:
         os.close(os.open(HERE / "first", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
     except FileExistsError:
-        return {"slept": False}
-    await asyncio.sleep(3)
-    return {"slept": True}
+        return {"blocked": False}
+    while not (HERE / "go").exists():
+        await asyncio.sleep(0.02)
+    return {"blocked": True}
 
 
 @app.compensable(undo=forget)
@@ -77,14 +112,15 @@ STATS = re.compile(r"worker stopped: (\d+) passes, .* (\d+) leases lost, (\d+) e
 
 def start_worker(cli: Any, name: str, app: str, *options: str) -> subprocess.Popen[str]:
     proc = cli.start("worker", "--poll", "0.05", "--name", name, *options, name=name, app=app)
-    cli.wait_for(lambda: (cli.tmp / f"ready-{proc.pid}").exists(), what=f"{name} to start")
+    ready = cli.tmp / f"ready-{proc.pid}"
+    cli.wait_for(ready.exists, BOUND, what=f"{name} to start")
     return proc
 
 
 def stop(cli: Any, proc: subprocess.Popen[str], name: str) -> tuple[int, int, int]:
-    """SIGTERM: a graceful stop exits 0 promptly; returns (passes, leases lost, errors)."""
+    """SIGTERM: a graceful stop exits 0; returns (passes, leases lost, errors)."""
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=5) == 0, cli.output(name)
+    assert proc.wait(timeout=BOUND) == 0, cli.output(name)
     out, err = cli.output(name)
     assert "Traceback" not in err, err
     match = STATS.search(out.replace("\n", " "))
@@ -137,8 +173,11 @@ def test_two_workers_share_the_sagas_without_doubling_effects(cli) -> None:
 
     submit_checkouts(cli, 30)
     terminal = "SELECT COUNT(*) FROM sagas WHERE status IN ('completed', 'compensated')"
-    cli.wait_for(lambda: cli.sql(terminal) == [(30,)], what="every saga to end")
+    cli.wait_for(lambda: cli.sql(terminal) == [(30,)], BOUND, what="every saga to end")
 
+    assert sorted(p.name for p in cli.tmp.glob("working-*")) == sorted(
+        f"working-{proc.pid}" for proc in workers.values()
+    )  # both workers ran calls
     stats = {n: stop(cli, proc, n) for n, proc in workers.items()}
     assert sum(passes for passes, _, _ in stats.values()) == 30  # one pass per saga
     assert all(passes > 0 and (lost, errors) == (0, 0) for passes, lost, errors in stats.values())
@@ -158,12 +197,14 @@ def test_two_workers_share_the_sagas_without_doubling_effects(cli) -> None:
 
 def freeze(cli: Any, proc: subprocess.Popen[str]) -> None:
     """SIGSTOP ``proc`` at a moment when it holds no write lock on the ledger."""
-    while True:
+    deadline = time.monotonic() + BOUND
+    while time.monotonic() < deadline:
         os.kill(proc.pid, signal.SIGSTOP)
         if not holds_write_lock(cli):
             return
         os.kill(proc.pid, signal.SIGCONT)
-        time.sleep(0.05)
+        time.sleep(0.05)  # let it finish its transaction, then try again
+    raise AssertionError("never found the worker outside a write transaction")
 
 
 def holds_write_lock(cli: Any) -> bool:
@@ -175,35 +216,47 @@ def test_a_frozen_worker_is_fenced_after_another_claims_its_saga(any_cli) -> Non
     cli = any_cli
     (cli.tmp / "slowapp.py").write_text(SLOW_APP)
     app = "slowapp:app"
-    steps = [{"name": "block", "args": {}}, {"name": "note", "args": {}}]
-    cli.ok(
-        "submit",
-        cli.plan("plan.json", {"catalogue": "slow", "steps": steps}),
-        "--saga-id",
-        "s1",
-        app=app,
-    )
-    lease = "SELECT lease_owner, lease_epoch FROM sagas WHERE saga_id = 's1'"
-    done = "SELECT status, lease_owner FROM sagas WHERE saga_id = 's1'"
 
-    w1 = start_worker(cli, "w1", app, "--lease-ttl", "1", "--sweep-every", "60")
-    cli.wait_for(lambda: (cli.tmp / "first").exists(), what="w1 to start the slow call")
+    def submit(saga_id: str, *steps: str) -> None:
+        plan = {"catalogue": "slow", "steps": [{"name": s, "args": {}} for s in steps]}
+        cli.ok("submit", cli.plan(f"{saga_id}.json", plan), "--saga-id", saga_id, app=app)
+
+    def ended(saga_id: str) -> bool:
+        query = "SELECT status, lease_owner FROM sagas WHERE saga_id = ?"
+        return cli.sql(query, saga_id) == [("completed", None)]
+
+    submit("s1", "block", "note")
+    lease = "SELECT lease_owner, lease_epoch FROM sagas WHERE saga_id = 's1'"
+
+    # w1 runs one saga at a time: while its call on s1 blocks, it takes nothing else. Its
+    # lease is short, but long enough for its heartbeat to keep it on a loaded machine.
+    w1_options = ("--concurrency", "1", "--lease-ttl", "3", "--sweep-every", "60")
+    w1 = start_worker(cli, "w1", app, *w1_options)
+    cli.wait_for(lambda: (cli.tmp / "first").exists(), BOUND, what="w1 to start the slow call")
     [(owner, epoch)] = cli.sql(lease)
     assert owner == "w1"
+    submit("s2", "note")
     w2 = start_worker(cli, "w2", app, "--lease-ttl", "5", "--sweep-every", "60")
-    time.sleep(0.5)  # w2 has swept and polled while w1's lease still holds
+    # w2 has looked for work (it took s2, the other saga, and ran it) and a sweep has run,
+    # while w1's lease held: neither took s1 from w1.
+    cli.wait_for(lambda: ended("s2"), BOUND, what="w2 to run s2")
+    assert by_of(cli.events("s2")) == ["w2"]
+    assert cli.json("sweep", app=app)["leases_recovered"] == []
     assert cli.sql(lease) == [("w1", epoch)]
 
     freeze(cli, w1)
-    cli.wait_for(lambda: cli.sql(done) == [("completed", None)], what="w2 to finish s1")
+    cli.wait_for(lambda: ended("s1"), BOUND, what="w2 to finish s1")
     assert cli.sql(lease) == [(None, epoch + 1)]  # w2 claimed it once, at the next epoch
     events = cli.events("s1")
+    (cli.tmp / "go").touch()  # w1's call returns as soon as it is thawed
     os.kill(w1.pid, signal.SIGCONT)
-    cli.wait_for(lambda: "lease on saga s1 lost" in cli.output("w1")[1], what="w1 to lose s1")
+    cli.wait_for(
+        lambda: "lease on saga s1 lost" in cli.output("w1")[1], BOUND, what="w1 to lose s1"
+    )
 
     assert cli.events("s1") == events  # w1's late write was refused
     assert stop(cli, w1, "w1") == (1, 1, 0)
-    assert stop(cli, w2, "w2") == (1, 0, 0)
+    assert stop(cli, w2, "w2") == (2, 0, 0)
     assert [(e["step"], e["attempt"], e["by"]) for e in events if "by" in e] == [
         (0, 1, "w1"),
         (0, 2, "w2"),

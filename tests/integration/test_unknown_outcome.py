@@ -20,6 +20,7 @@ from pivotal.examples.commerce import CommerceServices, Fault
 from pivotal.examples.commerce.catalogues import CreateShipment, Payment, ReserveStock
 
 TWO_QUICK = RetryPolicy(max_attempts=2, base_delay=0.01)
+BOUND = 30.0  # a safety net against a hang, never what a test measures
 
 
 def custom_catalogue(
@@ -27,8 +28,10 @@ def custom_catalogue(
 ) -> Catalogue:
     """Steps without lookups: reserve_stock, book_shipment (timeout 0.05s), capture (pivot).
 
-    The first ``slow_first`` calls of book_shipment make their effect, then hang past the
-    timeout. book_shipment's undo appends the ``result`` it is given to ``undo_results``.
+    The first ``slow_first`` calls of book_shipment make their effect, then never reply: only
+    the timeout ends them. The other calls never yield to the event loop, so no timeout can
+    cut them short however slow the machine. book_shipment's undo appends the ``result`` it
+    is given to ``undo_results``.
     """
     catalogue = Catalogue("custom")
     undo_results = undo_results if undo_results is not None else []
@@ -50,7 +53,7 @@ def custom_catalogue(
         result = svc.ship(args.order_id, args.warehouse, ctx.key)
         if slow["left"]:
             slow["left"] -= 1
-            await asyncio.sleep(10)  # the effect happened; the reply never comes in time
+            await asyncio.Event().wait()  # the effect happened; the reply never comes
         return result
 
     @catalogue.pivot(retry=TWO_QUICK)
@@ -151,7 +154,7 @@ async def test_step_timeout_is_an_unknown_outcome_never_a_no_effect_failure(
     orchestrator = make_orchestrator(custom_catalogue(services, slow_first=2))
 
     plan = custom_plan("o-4", "reserve_stock", "book_shipment")
-    state = await asyncio.wait_for(orchestrator.execute(plan, saga_id="slow"), timeout=5)
+    state = await asyncio.wait_for(orchestrator.execute(plan, saga_id="slow"), timeout=BOUND)
 
     assert state.status is SagaStatus.COMPENSATED
     book = state.steps[1]
@@ -176,7 +179,7 @@ async def test_step_timeout_is_retried_like_a_transient_failure(
     orchestrator = make_orchestrator(custom_catalogue(services, slow_first=1))
 
     plan = custom_plan("o-5", "reserve_stock", "book_shipment")
-    state = await asyncio.wait_for(orchestrator.execute(plan, saga_id="late"), timeout=5)
+    state = await asyncio.wait_for(orchestrator.execute(plan, saga_id="late"), timeout=BOUND)
 
     assert state.status is SagaStatus.COMPLETED
     assert state.steps[1].attempts == 2

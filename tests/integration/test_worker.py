@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +20,6 @@ from pivotal import (
     SagaStatus,
     StepContext,
     StepStatus,
-    SystemClock,
     Transient,
     parse_plan,
 )
@@ -28,6 +27,10 @@ from pivotal.examples.commerce import Fault
 from pivotal.worker import Worker, WorkerConfig
 
 FAST = WorkerConfig(poll_interval=0.01)
+# Polls and sweeps so rare that they never happen again during a test: only what the test
+# does (a stop, a finished call) moves the worker.
+IDLE = WorkerConfig(poll_interval=3600.0, sweep_interval=3600.0)
+BOUND = 30.0  # a safety net against a hang, never what a test measures
 
 
 class Args(BaseModel):
@@ -50,10 +53,37 @@ async def lease(store: Any, saga_id: str) -> tuple[str | None, int]:
 
 
 async def eventually(predicate: Callable[[], Any]) -> None:
-    """Poll ``predicate`` (an async callable) until it holds; give up after 5 s."""
-    async with asyncio.timeout(5):
-        while not await predicate():  # noqa: ASYNC110 (the state lives in the ledger)
+    """Poll ``predicate`` (a callable, sync or async) until it holds. ``BOUND`` only turns a
+    hang into a failure: what is tested is that the condition comes true at all."""
+    async with asyncio.timeout(BOUND):
+        while True:
+            held = predicate()
+            if inspect.isawaitable(held):
+                held = await held
+            if held:
+                return
             await asyncio.sleep(0.01)
+
+
+async def turns(n: int = 50) -> None:
+    """Let the event loop run ``n`` times: whatever the test just made ready (and that waits
+    for no I/O) runs to its next wait. Counted in loop turns, not in seconds."""
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+def record_claims(monkeypatch: Any, store: Any) -> list[tuple[float, list[str]]]:
+    """Record every ``claim_next``: (the clock time it claimed at, the saga ids it took)."""
+    claims: list[tuple[float, list[str]]] = []
+    claim_next = store.claim_next
+
+    async def recording(owner: str, ttl: float, now: float, limit: int) -> list[tuple[str, int]]:
+        taken = await claim_next(owner, ttl, now, limit)
+        claims.append((now, sorted(s for s, _ in taken)))
+        return taken
+
+    monkeypatch.setattr(store, "claim_next", recording)
+    return claims
 
 
 async def replays(orchestrator: Orchestrator, saga_id: str) -> Any:
@@ -70,7 +100,7 @@ async def test_worker_runs_submitted_sagas_concurrently_to_their_ends(
     await orchestrator.submit(checkout_plan("c-ok"), saga_id="c-ok")
     reorder = ("charge_payment", "reserve_stock", "create_shipment")
     await orchestrator.submit(checkout_plan("c-bad", quantity=60, order=reorder), saga_id="c-bad")
-    await orchestrator.submit(fulfilment_plan("4471", amount="120.00"), saga_id="f-ok")
+    await orchestrator.submit(fulfilment_plan(), saga_id="f-ok")  # order 4490, 120.00
     await orchestrator.submit(fulfilment_plan("4480", amount="90.00"), saga_id="f-bad")
     services.set_order_status("4480", "cancelled")  # the capture's precondition breaks
     batches: list[list[str]] = []
@@ -102,16 +132,21 @@ async def test_worker_runs_submitted_sagas_concurrently_to_their_ends(
     assert "out of stock" in (c_bad.steps[1].error or "")
     assert len(services.rows("effects", op="refund")) == 1
     assert len(services.rows("effects", op="void")) == 1
-    assert services.rows("payments", kind="capture")[0]["order_id"] == "4471"
+    assert services.rows("payments", kind="capture")[0]["order_id"] == "4490"
     assert services.available("sku-1", "A") == 50 - 2 - 1
 
 
 async def test_submission_only_records_until_a_worker_runs(
     orchestrator, store, services, checkout_plan, check
 ) -> None:
+    before = asyncio.all_tasks()
     state = await orchestrator.submit(checkout_plan("o-1"), saga_id="quiet")
-    await asyncio.sleep(0.05)
+    await turns()  # whatever the submission scheduled in this process has run by now
 
+    # Nothing was left behind that could run it later: no task, no lease, no heartbeat.
+    assert asyncio.all_tasks() - before == set()
+    assert orchestrator.leases.held == {}
+    assert await store.lease_of("quiet") == (None, 0, None)  # never claimed, by anyone
     assert state.status is SagaStatus.SUBMITTED
     assert (await orchestrator.get("quiet")).state.status is SagaStatus.SUBMITTED
     assert [e.type for e in await store.events("quiet")] == [EventType.SAGA_SUBMITTED]
@@ -125,7 +160,7 @@ async def test_submission_only_records_until_a_worker_runs(
 
 
 async def test_a_retry_due_later_releases_the_saga_until_it_is_due(
-    make_orchestrator, store, clock
+    make_orchestrator, store, clock, monkeypatch
 ) -> None:
     calls: list[int] = []
     catalogue = Catalogue("flaky")
@@ -143,8 +178,14 @@ async def test_a_retry_due_later_releases_the_saga_until_it_is_due(
     orchestrator = make_orchestrator(catalogue)
     await orchestrator.submit(one_of("flaky", "book"), saga_id="later")
     due = clock.now() + 100.0
+    claims = record_claims(monkeypatch, store)
     worker = Worker(orchestrator, WorkerConfig(poll_interval=0.01, max_inline_wait=1.0))
     task = asyncio.create_task(worker.run())
+
+    def idle_polls(since: int) -> int:
+        """The worker's looks for work since ``claims[since]``, at the clock's current time,
+        that took nothing."""
+        return sum(1 for at, taken in claims[since:] if at == clock.now() and taken == [])
 
     async def released() -> bool:
         return worker.stats.runs == 1 and (await lease(store, "later"))[0] is None
@@ -154,9 +195,12 @@ async def test_a_retry_due_later_releases_the_saga_until_it_is_due(
     assert (state.status, state.wake_at) == (SagaStatus.RUNNING, due)
     assert state.steps[0].status is StepStatus.RETRY_WAIT
     assert state.steps[0].next_attempt_at == due
-    await asyncio.sleep(0.1)  # ten idle polls: not claimed before it is due
+    # Not claimed before it is due: after the release, and again one second before it is
+    # due, the worker looked for work three times and took nothing.
+    released_at = len(claims)
+    await eventually(lambda: idle_polls(released_at) >= 3)
     clock.advance(99.0)
-    await asyncio.sleep(0.1)
+    await eventually(lambda: idle_polls(released_at) >= 3)
     assert (worker.stats.runs, calls) == (1, [1])
 
     clock.advance(2.0)
@@ -166,7 +210,7 @@ async def test_a_retry_due_later_releases_the_saga_until_it_is_due(
 
     await eventually(completed)
     worker.stop()
-    stats = await asyncio.wait_for(task, 5)
+    stats = await asyncio.wait_for(task, BOUND)
     assert (stats.runs, stats.finished, calls) == (2, {"completed": 1}, [1, 2])
     starts = [e for e in await store.events("later") if e.type is EventType.STEP_STARTED]
     assert starts[1].at >= due
@@ -176,7 +220,7 @@ async def test_a_retry_due_later_releases_the_saga_until_it_is_due(
 
 
 async def test_graceful_stop_finishes_the_call_in_flight_and_releases(
-    make_orchestrator, store
+    make_orchestrator, store, monkeypatch
 ) -> None:
     started, gate = asyncio.Event(), asyncio.Event()
     calls: list[tuple[str, int]] = []
@@ -196,15 +240,29 @@ async def test_graceful_stop_finishes_the_call_in_flight_and_releases(
 
     first = make_orchestrator(catalogue)
     await first.submit(one_of("gated", "hold", "after"), saga_id="g")
-    worker = Worker(first, FAST)
+    claims = record_claims(monkeypatch, store)
+    worker = Worker(first, IDLE)
+    swept = asyncio.Event()
+    sweep = worker.sweeper.sweep
+
+    async def observed_sweep() -> Any:
+        try:
+            return await sweep()
+        finally:
+            swept.set()
+
+    monkeypatch.setattr(worker.sweeper, "sweep", observed_sweep)
     task = asyncio.create_task(worker.run())
-    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.wait_for(started.wait(), BOUND)
+    # The worker is idle beside the call in flight: its first sweep is over and it looked for
+    # more work, found none and went to wait (it polls and sweeps again only in an hour).
+    await eventually(lambda: swept.is_set() and ([] in (taken for _, taken in claims)))
 
     worker.stop()
-    await asyncio.sleep(0.05)
+    await turns()  # no I/O is pending: a run() that did not wait for the call would be over
     assert not task.done()  # it waits for the call in flight
     gate.set()
-    stats = await asyncio.wait_for(task, 5)
+    stats = await asyncio.wait_for(task, BOUND)
 
     assert (stats.runs, stats.finished, stats.errors) == (1, {}, 0)
     state = await replays(first, "g")
@@ -243,7 +301,7 @@ async def test_a_stale_holder_is_fenced_after_its_lease_expires(store, clock) ->
     epoch = await store.claim("f", "A", 10, clock.now())
     assert epoch is not None
     task = asyncio.create_task(a.drive("f", epoch))
-    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.wait_for(started.wait(), BOUND)
     with pytest.raises(LeaseLost):
         await b.run("f")  # A's lease still holds
 
@@ -263,8 +321,13 @@ async def test_a_stale_holder_is_fenced_after_its_lease_expires(store, clock) ->
     await replays(b, "f")
 
 
-async def test_a_slow_sweep_never_delays_heartbeats(store) -> None:
-    """A dead letter whose retried undo hangs must not let a running saga's lease lapse."""
+async def test_a_slow_sweep_never_delays_heartbeats(store, clock, monkeypatch) -> None:
+    """A dead letter whose retried undo hangs must not let a running saga's lease lapse.
+
+    Leases are reckoned on the fake clock, which moves only when the test moves it: each
+    time, by less than a lease length, and then the worker's own heartbeat must renew the
+    lease while the sweep is stuck. The lease outlives several lease lengths.
+    """
     gate = asyncio.Event()
     undo_calls: list[int] = []
     catalogue = Catalogue("slow")
@@ -286,7 +349,7 @@ async def test_a_slow_sweep_never_delays_heartbeats(store) -> None:
             await gate.wait()  # the running saga's action hangs here
         return {"held": args.n}
 
-    orchestrator = Orchestrator(store, catalogue, clock=SystemClock())
+    orchestrator = Orchestrator(store, catalogue, clock=clock)
     two = {
         "catalogue": "slow",
         "steps": [{"name": "hold", "args": {"n": 1}}, {"name": "hold", "args": {"n": 0}}],
@@ -297,7 +360,18 @@ async def test_a_slow_sweep_never_delays_heartbeats(store) -> None:
         parse_plan({"catalogue": "slow", "steps": [{"name": "hold", "args": {"n": 2}}]}),
         saga_id="busy",
     )
-    config = WorkerConfig(lease_ttl=0.3, poll_interval=0.02, sweep_interval=0.05)
+    beats: list[tuple[float, set[str]]] = []  # the heartbeats of "busy": (clock time, held)
+    heartbeat = store.heartbeat
+
+    async def recording(owner: str, leases: Any, ttl: float, now: float) -> set[str]:
+        held = await heartbeat(owner, leases, ttl, now)
+        if "busy" in leases:
+            beats.append((now, held))
+        return held
+
+    monkeypatch.setattr(store, "heartbeat", recording)
+    ttl = 0.3  # seconds on the fake clock; the heartbeat beats every ttl / 3 real seconds
+    config = WorkerConfig(lease_ttl=ttl, poll_interval=0.02, sweep_interval=0.05)
     worker = Worker(orchestrator, config)
     running = asyncio.create_task(worker.run())
 
@@ -306,13 +380,17 @@ async def test_a_slow_sweep_never_delays_heartbeats(store) -> None:
         return owner is not None and len(undo_calls) == 2
 
     await eventually(both_blocked)
-    _, epoch = await lease(store, "busy")
-    await asyncio.sleep(1.0)  # more than three lease lengths, with the sweep stuck
-    found = await store.lease_of("busy")
-    assert found is not None
-    assert found[1] == epoch  # never taken over: the heartbeat kept the lease
-    assert found[2] is not None
-    assert found[2] > time.time()
+    owner, epoch = await lease(store, "busy")
+    for _ in range(4):  # more than two lease lengths in all, with the sweep stuck
+        clock.advance(ttl * 2 / 3)  # the lease still holds: renewed less than a ttl ago
+        now = clock.now()
+        await eventually(lambda: (now, {"busy"}) in beats)  # noqa: B023 (awaited at once)
+        found = await store.lease_of("busy")
+        assert found is not None
+        assert found[:2] == (owner, epoch)  # never taken over: the heartbeat kept the lease
+        assert found[2] == pytest.approx(now + ttl)  # renewed from the time of the beat
+    assert len(undo_calls) == 2  # the sweep was stuck all along
+    assert await store.expire_leases(clock.now()) == []  # nothing lapsed for a sweep to free
 
     gate.set()
 
@@ -322,5 +400,5 @@ async def test_a_slow_sweep_never_delays_heartbeats(store) -> None:
 
     await eventually(settled)
     worker.stop()
-    await running
+    await asyncio.wait_for(running, BOUND)
     assert (await orchestrator.get("parked")).state.status is SagaStatus.COMPENSATED
