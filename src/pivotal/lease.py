@@ -65,6 +65,9 @@ class LeaseKeeper:
     def adopt(self, saga_id: str, epoch: int, ttl: float) -> Lease:
         """Keep renewing a lease this process has just claimed."""
         lease = Lease(saga_id, epoch, ttl)
+        older = self._held.get(saga_id)
+        if older is not None and older.epoch != epoch:  # our own older lease lapsed
+            older.lose()
         self._held[saga_id] = lease
         if self._beating is None or self._beating.done():
             self._beating = asyncio.create_task(self._beat_while_held(), name="pivotal heartbeat")

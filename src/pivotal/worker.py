@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import Counter
 from collections.abc import Awaitable
@@ -115,6 +116,7 @@ class Worker:
         self.hook = hook
         self.stats = WorkerStats()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._running: dict[str, asyncio.Task[None]] = {}  # the latest pass of each saga
         self._stopping = asyncio.Event()
         self.sweeper = Sweeper(orchestrator)
 
@@ -196,14 +198,26 @@ class Worker:
             log.warning("%s: claiming failed: %s", self.owner, exc)
             return 0
         for saga_id, epoch in claims:
+            # A saga claimed again while an older pass of it still runs here (this process
+            # was too slow to renew its lease): adopting the new lease cancels the old pass,
+            # and the new one starts only once the old one has ended.
+            before = self._running.get(saga_id)
             lease = orch.leases.adopt(saga_id, epoch, self.config.lease_ttl)
-            task = asyncio.create_task(self._run_one(lease), name=f"saga {saga_id}")
+            task = asyncio.create_task(self._run_one(lease, before), name=f"saga {saga_id}")
+            self._running[saga_id] = task
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(functools.partial(self._forget_task, saga_id))
         return len(claims)
 
-    async def _run_one(self, lease: Lease) -> None:
+    def _forget_task(self, saga_id: str, task: asyncio.Task[None]) -> None:
+        if self._running.get(saga_id) is task:
+            del self._running[saga_id]
+
+    async def _run_one(self, lease: Lease, before: asyncio.Task[None] | None = None) -> None:
         orch, saga_id = self.orchestrator, lease.saga_id
+        if before is not None:
+            await asyncio.wait([before])
         options = RunOptions(
             owner=self.owner,
             max_inline_wait=self.config.max_inline_wait,

@@ -30,10 +30,11 @@ from pivotal import (
 from pivotal.errors import Permanent, VersionConflict
 from pivotal.hooks import Point
 from pivotal.plan import Plan
+from pivotal.policy import ApprovalRequirement
 from pivotal.state import SagaState
 from pivotal.store import Store
 from pivotal.testing import CrashAt, CrashSite, SimulatedCrash
-from pivotal.worker import Sweeper
+from pivotal.worker import Sweeper, Worker, WorkerConfig
 
 QUICK = RetryPolicy(max_attempts=3, base_delay=0.01)
 
@@ -51,6 +52,7 @@ class Provider:
         self.undone: list[str] = []
         self.in_flight: set[str] = set()
         self.overlaps: list[str] = []
+        self.entered: asyncio.Queue[str] = asyncio.Queue()  # the pivot's key, at each call
 
     def apply(self, key: str) -> dict[str, Any]:
         self.calls.append(key)
@@ -104,6 +106,7 @@ def catalogue_with(
         if ctx.key in provider.in_flight:
             provider.overlaps.append(ctx.key)
         provider.in_flight.add(ctx.key)
+        provider.entered.put_nowait(ctx.key)
         try:
             if pivot_gate is not None:
                 await pivot_gate.wait()
@@ -351,8 +354,7 @@ async def test_a_lease_is_not_reentrant_by_owner_name(store: Store, clock: FakeC
     await first.submit(plan("take", "settle"), saga_id="s")
 
     running = asyncio.create_task(first.run("s"))
-    while "s:1" not in provider.in_flight:
-        await asyncio.sleep(0)
+    assert await asyncio.wait_for(provider.entered.get(), 30) == "s:1"
     with pytest.raises(LeaseLost):
         await second.run("s")
     with pytest.raises(LeaseLost):  # the same process's sweeper path, too
@@ -372,8 +374,7 @@ async def test_run_renews_its_lease_and_stops_when_it_is_taken_over(
     await slow.submit(plan("take", "settle"), saga_id="s")
 
     running = asyncio.create_task(slow.run("s"))
-    while "s:1" not in provider.in_flight:
-        await asyncio.sleep(0)
+    assert await asyncio.wait_for(provider.entered.get(), 30) == "s:1"
     for _ in range(3):  # a pivot slower than the lease: its heartbeat keeps it
         clock.advance(20)
         await slow.leases.beat()
@@ -391,6 +392,28 @@ async def test_run_renews_its_lease_and_stops_when_it_is_taken_over(
     assert (await other.run("s")).status is SagaStatus.COMPLETED
     assert provider.overlaps == []
     await assert_consistent(other, "s")
+
+
+async def test_a_lease_adopted_again_cancels_the_older_pass_of_the_same_process(
+    store: Store, clock: FakeClock
+) -> None:
+    """A worker too slow to renew claims its own saga again: the older pass stops first."""
+    gate, provider = asyncio.Event(), Provider()
+    orch = orchestrator_for(store, catalogue_with(provider, pivot_gate=gate), clock, lease_ttl=30)
+    await orch.submit(plan("take", "settle"), saga_id="s")
+    config = WorkerConfig(lease_ttl=30, poll_interval=0.01, sweep_interval=3600)
+    worker = Worker(orch, config)
+    running = asyncio.create_task(worker.run(until_idle=True))
+    assert await asyncio.wait_for(provider.entered.get(), 30) == "s:1"
+
+    clock.advance(31)  # the heartbeat never ran in time: the worker claims "s" again
+    assert await asyncio.wait_for(provider.entered.get(), 30) == "s:1"
+    assert provider.overlaps == []  # the older call was cancelled before the new one
+    gate.set()
+    await asyncio.wait_for(running, 30)  # the worker stops once the saga has ended
+    assert (await orch.get("s")).state.status is SagaStatus.COMPLETED
+    assert worker.stats.leases_lost == 1
+    await assert_consistent(orch, "s")
 
 
 # -- hole 5: a failed commit in a parallel group leaves no gap --------------------------
@@ -514,6 +537,47 @@ async def test_a_version_conflict_reloads_and_goes_on(store: Store, clock: FakeC
     assert state.status is SagaStatus.COMPLETED
     assert provider.effects == {f"s:{i}": 1 for i in range(4)}
     await assert_consistent(orch, "s")
+
+
+class DecisionFirst:
+    """Delegates to a store; just before the first leased commit, a person's decision lands."""
+
+    def __init__(self, store: Store, decide: Callable[[], Any]) -> None:
+        self._store, self.decide, self.decided = store, decide, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def commit(self, before: Any, after: Any, events: Any, epoch: int | None) -> None:
+        if epoch is not None and not self.decided:
+            self.decided = True
+            await self.decide()
+        await self._store.commit(before, after, events, epoch)
+
+
+async def test_an_approval_racing_a_pass_is_absorbed_by_a_reload(
+    store: Store, clock: FakeClock
+) -> None:
+    def always(step: str, args: BaseModel, plan: Plan) -> ApprovalRequirement:
+        return ApprovalRequirement("a person looks at every pivot", expires_in=10)
+
+    provider = Provider()
+    catalogue = catalogue_with(provider, policy=always)
+    cli = orchestrator_for(store, catalogue, clock, owner="cli")
+    state = await cli.execute(plan("take", "settle"), saga_id="s")
+    assert state.status is SagaStatus.AWAITING_APPROVAL
+    clock.advance(11)  # the sweeper expires it while a person approves, too late
+
+    racing = DecisionFirst(store, lambda: cli.approve("s", "ana", run=False))
+    sweeper = orchestrator_for(racing, catalogue, clock, owner="sweeper")  # type: ignore[arg-type]
+    state = await sweeper.run("s")
+
+    assert racing.decided
+    assert state.status is SagaStatus.COMPENSATED
+    events = await store.events("s")
+    assert [e.type for e in events].count(EventType.APPROVAL_EXPIRED) == 1
+    assert not provider.in_place("s:0")
+    await assert_consistent(cli, "s")
 
 
 async def test_one_failing_dead_letter_does_not_stop_the_sweep(
