@@ -22,6 +22,7 @@ from pivotal.store import Store
 from pivotal.store.postgres import PostgresStore
 
 PlanBuilder = Callable[..., Plan]
+SMALL_ORDER = "4490"  # an open order of 120.00 in the test app
 Checker = Callable[[str], Awaitable[SagaState]]
 
 
@@ -105,6 +106,8 @@ def faults() -> Faults:
 @pytest.fixture
 def app(tmp_path: Path, faults: Faults) -> Iterator[CommerceApp]:
     commerce = create_app(tmp_path / "commerce.db", faults)
+    # Beside the seeded order 4471 (180, over the approval threshold), an order of 120.
+    commerce.services.order(SMALL_ORDER, customer="c-4490", amount="120.00", sku="sku-1")
     yield commerce
     commerce.services.close()
 
@@ -179,7 +182,7 @@ def fulfilment_plan() -> PlanBuilder:
     """fulfilment: reserve, authorize, capture (pivot), ship, confirm."""
 
     def build(
-        order_id: str = "4471",
+        order_id: str = SMALL_ORDER,
         *,
         amount: str = "120.00",
         sku: str = "sku-1",

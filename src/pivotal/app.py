@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 
 from pivotal.catalogue import Catalogue
 from pivotal.errors import AppLoadError, PlanRejected
-from pivotal.validation import ErrorCode, PlanError
+from pivotal.plan_errors import ErrorCode, PlanError
+
+log = logging.getLogger("pivotal.app")
 
 
 class App:
@@ -19,6 +22,7 @@ class App:
         for c in catalogues:
             if c.name in self.catalogues:
                 raise AppLoadError(f"two catalogues are named {c.name!r}")
+            c.check()
             self.catalogues[c.name] = c
 
     def catalogue(self, name: str) -> Catalogue:
@@ -46,6 +50,16 @@ class App:
 
     def __iter__(self) -> Iterator[Catalogue]:
         return iter(self.catalogues.values())
+
+
+def trusted_facts(app: App, context: Mapping[str, object]) -> dict[str, object]:
+    """``app.facts(context)``, contained: facts that cannot be read are no facts (the rules
+    that need them then refuse the plan)."""
+    try:
+        return dict(app.facts(context))
+    except Exception as exc:
+        log.warning("the app's facts could not be read for %s: %s", dict(context), exc)
+        return {}
 
 
 def load_app(spec: str) -> App:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import json
 import typing
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -12,11 +13,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from pivotal.errors import CatalogueError
+from pivotal.plan import DEFAULT_LIMITS, PlanLimits
 from pivotal.retry import NO_RETRY, RetryPolicy, RetryPredicate
 
 if TYPE_CHECKING:
     from pivotal.plan import Provenance
     from pivotal.policy import ApprovalPolicy
+    from pivotal.rules import PlanRule
 
 
 class StepKind(StrEnum):
@@ -97,6 +100,7 @@ class Step:
     retryable: bool = True
     retry_on: RetryPredicate | None = None
     no_effect_on: tuple[type[BaseException], ...] = ()
+    strict: bool = True  # no coercion of arguments: true is not 1, "180" is not 180
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").isalnum():
@@ -119,7 +123,11 @@ class Step:
         return self.retry if self.retryable else NO_RETRY
 
     def parse_args(self, raw: Mapping[str, Any]) -> BaseModel:
-        return self.args_model.model_validate(raw)
+        """The arguments as the model reads them from JSON (strictly, unless the step was
+        declared with ``strict=False``: then "180" may become 180)."""
+        return self.args_model.model_validate_json(
+            json.dumps(raw, default=str), strict=self.strict or None
+        )
 
 
 def _args_model_of(fn: Callable[..., Any]) -> type[BaseModel]:
@@ -142,11 +150,36 @@ class Catalogue:
         description: str = "",
         *,
         approval: ApprovalPolicy | None = None,
+        rules: Iterable[PlanRule] = (),
+        limits: PlanLimits | None = None,
     ) -> None:
         self.name = name
         self.description = description
         self.approval = approval
+        self.rules: list[PlanRule] = list(rules)
+        self.limits = limits or DEFAULT_LIMITS
         self._steps: dict[str, Step] = {}
+
+    def rule(self, *rules: PlanRule) -> None:
+        """Add rules over the whole plan (see ``pivotal.rules``)."""
+        self.rules.extend(rules)
+
+    def check(self) -> None:
+        """Refuse a finished catalogue whose rules name steps it lacks, or whose approval
+        policy can never fire on it. An ``App`` checks each of its catalogues."""
+        for rule in self.rules:
+            unknown = sorted(rule.mentions() - set(self._steps))
+            if unknown:
+                raise CatalogueError(
+                    f"catalogue {self.name!r}: the rule '{rule.describe()}' names steps it "
+                    f"does not have: {', '.join(unknown)}"
+                )
+        never = getattr(self.approval, "never_fires", None)
+        reason = never(self) if callable(never) else None
+        if reason:
+            raise CatalogueError(
+                f"catalogue {self.name!r}: its approval policy can never fire: {reason}"
+            )
 
     def add(self, step: Step) -> Step:
         if step.name in self._steps:
@@ -171,6 +204,7 @@ class Catalogue:
         retryable: bool = True,
         retry_on: RetryPredicate | None = None,
         no_effect_on: tuple[type[BaseException], ...] = (),
+        strict: bool = True,
     ) -> Callable[[F], F]:
         """Decorator declaring ``fn`` as the action of a new step; returns ``fn`` unchanged."""
 
@@ -196,6 +230,7 @@ class Catalogue:
                     retryable=retryable,
                     retry_on=retry_on,
                     no_effect_on=no_effect_on,
+                    strict=strict,
                     **extra,
                 )
             )

@@ -41,8 +41,9 @@ cli.add_typer(sagas_cli, name="sagas")
 cli.add_typer(approvals_cli, name="approvals")
 cli.add_typer(dead_letters_cli, name="dead-letters")
 
-out = Console()
-err = Console(stderr=True)
+# Nothing printed is read as console markup: ids, names and reasons come from users.
+out = Console(markup=False, highlight=False)
+err = Console(stderr=True, markup=False, highlight=False)
 
 
 @dataclass(frozen=True)
@@ -165,13 +166,14 @@ def validate_cmd(
 
     async def work(settings: Settings) -> list[PlanError]:
         plan = parse_plan(_read_plan(plan_file))
-        return validate(plan, settings.load().catalogue(plan.catalogue))
+        app = settings.load()
+        return validate(plan, app.catalogue(plan.catalogue), facts=app.facts)
 
     errors = _run(ctx, work)
     if as_json:
         _dump({"valid": not errors, "errors": [e.to_dict() for e in errors]})
     elif not errors:
-        out.print("[green]valid[/]")
+        out.print(Text("valid", style="green"))
     else:
         _print_errors(errors)
     if errors:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from pivotal.validation import PlanError
+    from pivotal.plan_errors import PlanError
 
 
 class PivotalError(Exception):
@@ -62,6 +62,12 @@ class PlanParseError(PivotalError):
     """The plan is not well-formed JSON of the plan shape."""
 
     code = "plan_malformed"
+
+
+class PlanTooLarge(PlanParseError):
+    """The plan is larger than Pivotal reads."""
+
+    code = "plan_too_large"
 
 
 class PlanRejected(PivotalError):

@@ -93,7 +93,7 @@ class Orchestrator:
             # Validated once, when first submitted: a resubmission of the same plan returns
             # the saga even if its preconditions no longer hold (it may have run since).
             catalogue = self.app.catalogue(plan.catalogue)
-            errors = validate(plan, catalogue)
+            errors = validate(plan, catalogue, facts=self.app.facts)
             if errors:
                 raise PlanRejected(errors)
             saga_id = saga_id or new_saga_id()

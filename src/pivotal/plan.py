@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pivotal.errors import PlanParseError
+from pivotal.errors import PlanParseError, PlanTooLarge
 
 
 class ActorType(StrEnum):
@@ -86,6 +86,23 @@ class Plan(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
+class PlanLimits:
+    """How large a plan may be. A catalogue may set its own (``Catalogue(limits=...)``)."""
+
+    max_bytes: int = 256 * 1024  # the plan's JSON text
+    max_steps: int = 100  # calls, parallel members included
+    max_rationale: int = 4000  # characters
+    max_argument: int = 8192  # characters of JSON for any one argument
+
+    def __post_init__(self) -> None:
+        if min(self.max_bytes, self.max_steps, self.max_rationale, self.max_argument) < 1:
+            raise ValueError("plan limits must be positive")
+
+
+DEFAULT_LIMITS = PlanLimits()
+
+
+@dataclass(frozen=True, slots=True)
 class FlatCall:
     index: int
     call: StepCall
@@ -93,15 +110,53 @@ class FlatCall:
     path: str
 
 
-def parse_plan(data: str | bytes | dict[str, Any]) -> Plan:
-    """Parse a plan from JSON text or a mapping; raise ``PlanParseError`` with a clear reason."""
+def parse_plan(data: str | bytes | dict[str, Any], *, limits: PlanLimits = DEFAULT_LIMITS) -> Plan:
+    """Parse a plan from JSON text or a mapping; raise ``PlanParseError`` with a clear reason.
+
+    JSON text is read strictly: a key given twice at any level is refused (it would silently
+    keep the last value), and so is text larger than ``limits.max_bytes``.
+    """
     try:
         if isinstance(data, dict):
             return Plan.model_validate(data)
-        return Plan.model_validate_json(data)
+        size = len(data.encode() if isinstance(data, str) else data)
+        if size > limits.max_bytes:
+            raise PlanTooLarge(
+                f"the plan is {size} bytes of JSON; at most {limits.max_bytes} are read"
+            )
+        return Plan.model_validate(strict_json(data))
     except ValidationError as exc:
         problems = []
         for err in exc.errors(include_url=False):
             where = ".".join(str(p) for p in err["loc"]) or "plan"
             problems.append(f"{where}: {err['msg']}")
         raise PlanParseError("malformed plan: " + "; ".join(problems)) from exc
+
+
+def strict_json(text: str | bytes) -> Any:
+    """JSON with every duplicate key refused (``PlanParseError`` naming the key and where)."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise PlanParseError(
+                    f"malformed plan: the key {key!r} appears twice in one object "
+                    f"(values {_brief(out[key])} and {_brief(value)}); give it once"
+                )
+            out[key] = value
+        return out
+
+    try:
+        return json.loads(text, object_pairs_hook=pairs)
+    except UnicodeDecodeError as exc:
+        raise PlanParseError(f"malformed plan: not UTF-8 text ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise PlanParseError(f"malformed plan: Invalid JSON: {exc}") from None
+    except RecursionError:
+        raise PlanParseError("malformed plan: nested too deeply") from None
+
+
+def _brief(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:39] + "…"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
 from pydantic import BaseModel
 
+from pivotal.catalogue import Catalogue, StepKind
 from pivotal.plan import Plan
 
 DAY = 24 * 3600.0
@@ -24,9 +25,31 @@ class ApprovalRequirement:
 
 
 class ApprovalPolicy(Protocol):
-    """Decides whether the pivot ``step`` called with ``args`` needs a person's approval."""
+    """Decides whether the pivot ``step`` called with ``args`` needs a person's approval.
+
+    It is asked once, just before the point of no return (the pivot, else the first
+    retriable step), with the whole plan: it may weigh what the plan moves as a whole, not
+    only the pivot. A plan whose risk lies in steps it never reaches (a plan without a pivot)
+    must be refused by a catalogue rule (``Required``), not by the policy. A policy may define
+    ``never_fires(catalogue) -> str | None`` so that a catalogue on which it can never fire is
+    refused when its app is built.
+    """
 
     def __call__(self, step: str, args: BaseModel, plan: Plan) -> ApprovalRequirement | None: ...
+
+
+def _number(value: object) -> Decimal | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        return None
+    try:
+        number = Decimal(str(value))
+    except ArithmeticError:
+        return None
+    return number if number.is_finite() else None
+
+
+def _takes(catalogue: Catalogue, steps: Iterable[str], field: str) -> list[str]:
+    return [s for s in steps if s in catalogue and field in catalogue[s].args_model.model_fields]
 
 
 @dataclass(frozen=True)
@@ -44,6 +67,16 @@ class ThresholdPolicy:
     steps: frozenset[str] | None = None  # limit to these pivots; None means any pivot
     expires_in: float = DAY
 
+    def never_fires(self, catalogue: Catalogue) -> str | None:
+        pivots = [s.name for s in catalogue if s.kind is not StepKind.COMPENSABLE]
+        if self.steps is not None:
+            pivots = [p for p in pivots if p in self.steps]
+        if not pivots:
+            return f"no pivot or retriable step among {sorted(self.steps or [])}"
+        if not _takes(catalogue, pivots, self.field):
+            return f"no step it looks at ({', '.join(pivots)}) takes {self.field!r}"
+        return None
+
     def __call__(self, step: str, args: BaseModel, plan: Plan) -> ApprovalRequirement | None:
         if self.steps is not None and step not in self.steps:
             return None
@@ -59,3 +92,65 @@ class ThresholdPolicy:
             f"{step} {self.field}={float(value):g} exceeds the approval threshold {limit:g}{who}",
             self.expires_in,
         )
+
+
+@dataclass(frozen=True)
+class ExposurePolicy:
+    """Approval by what the whole plan exposes, asked before its point of no return.
+
+    A person approves when the total of ``field`` over the calls of ``counted`` steps (every
+    call that takes ``field`` when None) exceeds the threshold for the customer's tier, or
+    when the plan calls a step listed in ``always`` (a step a person must always see,
+    wherever it stands in the plan).
+    """
+
+    field: str = "amount"
+    threshold: float | None = 150.0  # None: totals never require approval
+    by_tier: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    tier_of: Callable[[BaseModel, Plan], str | None] | None = None
+    counted: frozenset[str] | None = None
+    always: frozenset[str] = frozenset()
+    expires_in: float = DAY
+
+    def never_fires(self, catalogue: Catalogue) -> str | None:
+        unknown = sorted(a for a in self.always if a not in catalogue)
+        if unknown:
+            return f"'always' names steps the catalogue lacks: {', '.join(unknown)}"
+        if self.counted is not None:
+            missing = sorted(c for c in self.counted if c not in catalogue)
+            if missing:
+                return f"'counted' names steps the catalogue lacks: {', '.join(missing)}"
+        if self.always or self.threshold is None:
+            return None if self.always else "it has neither a threshold nor 'always'"
+        counted = self.counted if self.counted is not None else {s.name for s in catalogue}
+        if not _takes(catalogue, counted, self.field):
+            return f"no step it counts takes {self.field!r}"
+        return None
+
+    def exposure(self, plan: Plan) -> Decimal:
+        """The total of ``field`` over the counted calls of ``plan``."""
+        total = Decimal(0)
+        for flat in plan.calls():
+            if self.counted is not None and flat.call.name not in self.counted:
+                continue
+            value = _number(flat.call.args.get(self.field))
+            total += value if value is not None else 0
+        return total
+
+    def __call__(self, step: str, args: BaseModel, plan: Plan) -> ApprovalRequirement | None:
+        called = {f.call.name for f in plan.calls()}
+        reasons = [
+            f"the plan calls {name}, which a person always approves"
+            for name in sorted(self.always & called)
+        ]
+        if self.threshold is not None:
+            tier = self.tier_of(args, plan) if self.tier_of else None
+            limit = self.by_tier.get(tier, self.threshold) if tier else self.threshold
+            total = self.exposure(plan)
+            if total > Decimal(str(limit)):
+                who = f" for tier {tier!r}" if tier else ""
+                reasons.append(
+                    f"the plan moves {self.field}={total:f} in all, above the approval "
+                    f"threshold {limit:g}{who}"
+                )
+        return ApprovalRequirement("; ".join(reasons), self.expires_in) if reasons else None

@@ -3,49 +3,20 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import asdict, dataclass
-from enum import StrEnum
-from typing import Any
+import json
+from collections.abc import Callable, Mapping
 
 from pydantic import ValidationError
 
 from pivotal.catalogue import KIND_ORDER, Catalogue, StepKind
-from pivotal.plan import ParallelGroup, Plan
+from pivotal.plan import ParallelGroup, Plan, PlanLimits
+from pivotal.plan_errors import ErrorCode, PlanError
+from pivotal.rules import PlanView
 
+__all__ = ["ErrorCode", "FactSource", "PlanError", "check_rules", "plan_context", "validate"]
 
-class ErrorCode(StrEnum):
-    """Stable codes a planner can branch on."""
-
-    UNKNOWN_CATALOGUE = "unknown_catalogue"
-    EMPTY_PLAN = "empty_plan"
-    EMPTY_PARALLEL = "empty_parallel"
-    UNKNOWN_STEP = "unknown_step"
-    UNDO_NOT_CALLABLE = "undo_not_callable"
-    INVALID_ARGS = "invalid_args"
-    MULTIPLE_PIVOTS = "multiple_pivots"
-    KIND_ORDER = "kind_order"
-    PARALLEL_NOT_COMPENSABLE = "parallel_not_compensable"
-    PRECONDITION_FAILED = "precondition_failed"
-    PRECONDITION_ERROR = "precondition_error"  # the precondition itself raised
-
-
-@dataclass(frozen=True, slots=True)
-class PlanError:
-    """One reason a plan was rejected."""
-
-    code: ErrorCode
-    message: str
-    index: int | None = None  # flat call index, as in idempotency keys
-    path: str | None = None  # where in the plan JSON, e.g. "steps[1].args.amount"
-    step: str | None = None
-
-    def where(self) -> str:
-        return self.path or (f"step {self.index}" if self.index is not None else "plan")
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["code"] = self.code.value
-        return out
+FactSource = Callable[[Mapping[str, object]], Mapping[str, object]]
+"""The app's ``facts(context)``: what trusted systems know about a plan's subject."""
 
 
 def _unknown_step(catalogue: Catalogue, name: str, undo_names: set[str]) -> tuple[ErrorCode, str]:
@@ -65,13 +36,22 @@ def _unknown_step(catalogue: Catalogue, name: str, undo_names: set[str]) -> tupl
     )
 
 
-def validate(plan: Plan, catalogue: Catalogue, *, preconditions: bool = True) -> list[PlanError]:
+def validate(
+    plan: Plan,
+    catalogue: Catalogue,
+    *,
+    preconditions: bool = True,
+    facts: FactSource | None = None,
+) -> list[PlanError]:
     """Return every error in ``plan`` against ``catalogue``; an empty list means valid.
 
-    Rules: the plan names this catalogue; it has at least one call; every name exists; the
-    arguments satisfy the step's model; at most one pivot; kinds appear in the order
-    compensable, pivot, retriable; parallel groups hold only compensable calls; and, when
-    ``preconditions`` is true, every step's precondition holds now.
+    Rules: the plan names this catalogue; it stays within the catalogue's size limits; it has
+    at least one call; every name exists; the arguments satisfy the step's model; at most one
+    pivot; kinds appear in the order compensable, pivot, retriable; parallel groups hold only
+    compensable calls; when ``preconditions`` is true, every step's precondition holds now;
+    then, once every call is right, the catalogue's rules over the whole plan hold, with
+    ``facts`` (the app's trusted facts, asked with what the plan's calls agree on, e.g. its
+    ``order_id``) for the rules that need them.
     """
     errors: list[PlanError] = []
     if plan.catalogue != catalogue.name:
@@ -85,6 +65,9 @@ def validate(plan: Plan, catalogue: Catalogue, *, preconditions: bool = True) ->
         )
         return errors
     calls = plan.calls()
+    errors.extend(_limits(plan, catalogue.limits, len(calls)))
+    if len(calls) > catalogue.limits.max_steps:
+        return errors  # nothing else of a plan with too many calls is read
     if not calls:
         errors.append(PlanError(ErrorCode.EMPTY_PLAN, "the plan has no steps", path="steps"))
     errors.extend(_empty_groups(plan))
@@ -116,6 +99,17 @@ def validate(plan: Plan, catalogue: Catalogue, *, preconditions: bool = True) ->
                         name,
                     )
                 )
+        except Exception as exc:  # the argument model's own code raised
+            args_ok = False
+            errors.append(
+                PlanError(
+                    ErrorCode.INVALID_ARGS,
+                    f"{name}: the arguments could not be checked: {type(exc).__name__}: {exc}",
+                    flat.index,
+                    f"{flat.path}.args",
+                    name,
+                )
+            )
         if flat.group is not None and step.kind is not StepKind.COMPENSABLE:
             errors.append(
                 PlanError(
@@ -181,7 +175,97 @@ def validate(plan: Plan, catalogue: Catalogue, *, preconditions: bool = True) ->
                         name,
                     )
                 )
+    if catalogue.rules and not errors:  # each call first, then the plan as a whole
+        errors.extend(check_rules(plan, catalogue, facts))
     return errors
+
+
+def plan_context(plan: Plan) -> dict[str, object]:
+    """The scalar arguments every call that carries them agrees on (the plan's order id):
+    what the app's ``facts`` are asked with."""
+    seen: dict[str, object] = {}
+    split: set[str] = set()
+    for flat in plan.calls():
+        for name, value in flat.call.args.items():
+            if not isinstance(value, str | int | float | bool) or name in split:
+                continue
+            if name in seen and seen[name] != value:
+                split.add(name)
+                del seen[name]
+            else:
+                seen[name] = value
+    return seen
+
+
+def check_rules(
+    plan: Plan, catalogue: Catalogue, facts: FactSource | None = None
+) -> list[PlanError]:
+    """The catalogue's rules over the whole plan. ``facts`` is asked once, if a rule needs
+    it; when it raises, the rules that need facts report them unavailable."""
+    known: Mapping[str, object] | None = None
+    errors: list[PlanError] = []
+    if facts is not None and any(rule.needs_facts for rule in catalogue.rules):
+        try:
+            known = dict(facts(plan_context(plan)))
+        except Exception as exc:
+            errors.append(
+                PlanError(
+                    ErrorCode.FACTS_ERROR,
+                    f"the trusted facts for this plan could not be read: "
+                    f"{type(exc).__name__}: {exc}",
+                    path="steps",
+                )
+            )
+    view = PlanView.of(plan, known)
+    for rule in catalogue.rules:
+        try:
+            errors.extend(rule.check(view))
+        except Exception as exc:  # a rule of the catalogue's own making raised
+            errors.append(
+                PlanError(
+                    ErrorCode.PLAN_CHECK_ERROR,
+                    f"the rule '{rule.describe()}' failed: {type(exc).__name__}: {exc}",
+                    path="steps",
+                )
+            )
+    return errors
+
+
+def _limits(plan: Plan, limits: PlanLimits, calls: int) -> list[PlanError]:
+    out: list[PlanError] = []
+    if calls > limits.max_steps:
+        out.append(
+            PlanError(
+                ErrorCode.TOO_MANY_STEPS,
+                f"the plan has {calls} calls; at most {limits.max_steps} are allowed",
+                path="steps",
+            )
+        )
+        return out
+    if len(plan.rationale) > limits.max_rationale:
+        out.append(
+            PlanError(
+                ErrorCode.RATIONALE_TOO_LONG,
+                f"the rationale has {len(plan.rationale)} characters; at most "
+                f"{limits.max_rationale} are allowed",
+                path="rationale",
+            )
+        )
+    for flat in plan.calls():
+        for name, value in flat.call.args.items():
+            size = len(json.dumps(value, default=str))
+            if size > limits.max_argument:
+                out.append(
+                    PlanError(
+                        ErrorCode.ARGUMENT_TOO_LARGE,
+                        f"{flat.call.name}.{name} is {size} characters of JSON; at most "
+                        f"{limits.max_argument} are allowed",
+                        flat.index,
+                        f"{flat.path}.args.{name}",
+                        flat.call.name,
+                    )
+                )
+    return out
 
 
 def _kind_at(rank: int) -> str:

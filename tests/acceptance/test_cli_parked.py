@@ -26,7 +26,7 @@ def test_resume_and_resolve_a_parked_saga(cli) -> None:
     assert "running" in cli.ok("sagas", "resume", "r1", "--by", "ops", "--reason", "carrier back")
     cli.ok("worker", "--until-idle", "--poll", "0.05")
     assert "resolved" in cli.ok(
-        "sagas", "resolve", "r2", "--by", "ops", "--reason", "shipped by hand"
+        "sagas", "resolve", "r2", "--by", "[red]ops[/red]", "--reason", "shipped by hand"
     )
     again = cli("sagas", "resolve", "r2", "--by", "ops", "--reason", "twice")
     assert again.returncode != 0
@@ -38,7 +38,8 @@ def test_resume_and_resolve_a_parked_saga(cli) -> None:
     assert "saga_resumed" in shown
     assert "by ops: carrier back" in shown
     r2 = cli.json("sagas", "show", "r2")
-    assert r2["reason"] == "resolved by ops: shipped by hand"
+    assert r2["reason"] == "resolved by [red]ops[/red]: shipped by hand"
+    assert "by [red]ops[/red]: shipped by hand" in cli.ok("sagas", "show", "r2")  # not markup
     services.close()
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from pivotal import EventType, SagaStatus, StepStatus, UndoStatus, parse_plan
-from pivotal.examples.commerce import Fault
+import pytest
+
+from pivotal import EventType, Plan, PlanRejected, SagaStatus, StepStatus, UndoStatus, parse_plan
+from pivotal.examples.commerce import Fault, fulfilment_catalogue
 
 
 async def test_completes_below_the_approval_threshold(
     orchestrator, store, services, fulfilment_plan, check
 ) -> None:
-    state = await orchestrator.execute(fulfilment_plan("4471", amount="120.00"), saga_id="ok")
+    state = await orchestrator.execute(fulfilment_plan(), saga_id="ok")
 
     assert state.status is SagaStatus.COMPLETED
     assert state.approval is None
@@ -19,7 +21,7 @@ async def test_completes_below_the_approval_threshold(
         ("capture", "captured", "ok:2"),
     ]
     assert {p["amount"] for p in services.rows("payments")} == {"120.00"}
-    assert services.order_status("4471") == "paid"
+    assert services.order_status("4490") == "paid"
     [email] = services.rows("emails")
     assert (email["key"], email["recipient"]) == ("ok:4", "ana@example.com")
     assert len(services.rows("shipments")) == 1
@@ -32,7 +34,7 @@ async def test_failure_after_the_pivot_needs_a_human_and_undoes_nothing(
 ) -> None:
     faults.always("ship", Fault.TRANSIENT)
 
-    state = await orchestrator.execute(fulfilment_plan("4471", amount="120.00"), saga_id="nh")
+    state = await orchestrator.execute(fulfilment_plan(), saga_id="nh")
 
     assert state.status is SagaStatus.NEEDS_HUMAN
     assert "create_shipment (step 3) failed after the point of no return" in (state.reason or "")
@@ -71,7 +73,7 @@ async def test_failure_before_the_pivot_compensates(
 ) -> None:
     faults.always("capture", Fault.PERMANENT)
 
-    state = await orchestrator.execute(fulfilment_plan("4471", amount="120.00"), saga_id="pre")
+    state = await orchestrator.execute(fulfilment_plan(), saga_id="pre")
 
     assert state.status is SagaStatus.COMPENSATED
     assert state.steps[2].status is StepStatus.FAILED
@@ -83,11 +85,8 @@ async def test_failure_before_the_pivot_compensates(
     await check("pre")
 
 
-async def test_without_a_pivot_the_first_retriable_step_is_the_point_of_no_return(
-    orchestrator, services, faults, check
-) -> None:
-    faults.always("email", Fault.PERMANENT)
-    plan = parse_plan(
+def no_pivot_plan() -> Plan:
+    return parse_plan(
         {
             "catalogue": "fulfilment",
             "steps": [
@@ -101,11 +100,32 @@ async def test_without_a_pivot_the_first_retriable_step_is_the_point_of_no_retur
         }
     )
 
-    state = await orchestrator.execute(plan, saga_id="nopivot")
+
+async def test_the_bundled_catalogue_refuses_a_plan_that_skips_the_pivot(orchestrator) -> None:
+    with pytest.raises(PlanRejected) as refused:
+        await orchestrator.submit(no_pivot_plan(), saga_id="nopivot")
+    assert [(e.code.value, e.path) for e in refused.value.errors] == [
+        ("missing_step", "steps"),
+        ("missing_prerequisite", "steps[1]"),
+        ("missing_prerequisite", "steps[2]"),
+    ]
+    assert await orchestrator.store.list_sagas() == []
+
+
+async def test_without_a_pivot_the_first_retriable_step_is_the_point_of_no_return(
+    make_orchestrator, services, faults, audit
+) -> None:
+    """The engine's rule, on a catalogue whose rules allow a plan without a pivot."""
+    catalogue = fulfilment_catalogue(services)
+    catalogue.rules.clear()
+    orchestrator = make_orchestrator(catalogue)
+    faults.always("email", Fault.PERMANENT)
+
+    state = await orchestrator.execute(no_pivot_plan(), saga_id="nopivot")
 
     assert state.status is SagaStatus.NEEDS_HUMAN
     assert state.steps[1].status is StepStatus.SUCCEEDED
     assert services.calls("release") == []
     assert [r["status"] for r in services.rows("reservations")] == ["active"]
     assert len(services.rows("shipments")) == 1
-    await check("nopivot")
+    await audit(orchestrator, services, "nopivot")

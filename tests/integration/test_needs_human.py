@@ -27,10 +27,8 @@ Checker = Callable[[str], Awaitable[SagaState]]
 async def parked_after_the_pivot(
     orchestrator: Orchestrator, services: CommerceServices, plan: PlanBuilder
 ) -> None:
-    services.order("4471", customer="c-1")
-    services.stock("sku-1", "A", 5)
     services.faults.always("ship", Fault.PERMANENT)
-    state = await orchestrator.execute(plan(amount="120.00"), saga_id="s")
+    state = await orchestrator.execute(plan(), saga_id="s")
     assert state.status is SagaStatus.NEEDS_HUMAN
     assert state.steps[3].status is StepStatus.FAILED
 

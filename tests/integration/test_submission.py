@@ -95,13 +95,13 @@ async def test_resubmitting_a_finished_fulfilment_returns_it(
 ) -> None:
     """A client retrying its submit after the saga ran must get the saga back.
 
-    The capture made order 4471 'paid', so capture_payment's precondition no longer holds;
+    The capture made order 4490 'paid', so capture_payment's precondition no longer holds;
     that must not turn an idempotent resubmission into a rejection.
     """
-    done = await orchestrator.execute(fulfilment_plan("4471"), saga_id="f-retry")
+    done = await orchestrator.execute(fulfilment_plan(), saga_id="f-retry")
     assert done.status is SagaStatus.COMPLETED
 
-    again = await orchestrator.submit(fulfilment_plan("4471"), saga_id="f-retry")
+    again = await orchestrator.submit(fulfilment_plan(), saga_id="f-retry")
 
     assert again == done
     assert len(await store.list_sagas()) == 1

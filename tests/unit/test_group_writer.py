@@ -166,7 +166,7 @@ async def test_a_full_disk_fails_the_store_write_with_store_error_and_the_store_
         await orchestrator.submit(checkout_plan("o-1"), saga_id="s1")
         await store.writer.call(lambda conn: conn.execute("PRAGMA max_page_count = 1").fetchone())
 
-        big = checkout_plan("o-2", rationale="r" * 100_000)
+        big = checkout_plan("o-2", rationale="r" * 3_900)  # more than the free pages hold
         with pytest.raises(StoreError, match="full"):
             await asyncio.wait_for(orchestrator.submit(big, saga_id="s2"), BOUND)
         assert await store.load("s2") is None

@@ -42,7 +42,8 @@ def only(errors: list[PlanError]) -> PlanError:
 
 def test_valid_plans_have_no_errors(checkout, fulfilment) -> None:
     assert check(checkout, RESERVE, CHARGE, call("create_shipment", order_id="o")) == []
-    assert check(fulfilment, RESERVE, AUTHORIZE, CAPTURE, SHIP) == []
+    reserve = call("reserve_stock", order_id="4471", sku="sku-1", quantity=1)
+    assert check(fulfilment, reserve, AUTHORIZE, CAPTURE, SHIP) == []
 
 
 def test_unknown_catalogue(checkout) -> None:
@@ -128,9 +129,16 @@ def test_retriable_before_the_pivot_is_out_of_order(fulfilment) -> None:
     assert error.step == "capture_payment"
 
 
-def test_retriable_after_compensable_without_a_pivot_is_valid(fulfilment) -> None:
+def test_a_fulfilment_without_its_pivot_is_refused_by_the_catalogue_rules(fulfilment) -> None:
+    """Each call is right and in order; the plan as a whole ships without a capture."""
+    reserve = call("reserve_stock", order_id="4471", sku="sku-1", quantity=1)
     confirm = call("send_confirmation", order_id="4471", recipient="a@b.co")
-    assert check(fulfilment, RESERVE, AUTHORIZE, SHIP, confirm) == []
+    errors = check(fulfilment, reserve, AUTHORIZE, SHIP, confirm)
+    assert [(e.code, e.path) for e in errors] == [
+        (ErrorCode.MISSING_STEP, "steps"),
+        (ErrorCode.MISSING_PREREQUISITE, "steps[2]"),
+        (ErrorCode.MISSING_PREREQUISITE, "steps[3]"),
+    ]
 
 
 def test_parallel_group_holds_only_compensable_steps(fulfilment) -> None:
@@ -151,7 +159,7 @@ def test_precondition_failed(checkout) -> None:
     assert error.code is ErrorCode.PRECONDITION_FAILED
     assert (error.index, error.path) == (0, "steps[0]")
     assert "warehouse A does not stock nope" in error.message
-    plan = parse_plan({"catalogue": "checkout", "steps": [unknown]})
+    plan = parse_plan({"catalogue": "checkout", "steps": [unknown, CHARGE]})
     assert validate(plan, checkout, preconditions=False) == []
 
 

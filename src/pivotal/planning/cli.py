@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from pivotal.app import trusted_facts
 from pivotal.cli_options import AllFlag, JsonFlag
 from pivotal.planning.base import PlanRequest, Scalar
 from pivotal.planning.errors import EscalationNotFound, RequestInvalid
@@ -117,13 +118,18 @@ def plan_command(
         app = settings.load()
         # Trusted facts (the order's amount and items) fill what the request leaves out.
         known: dict[str, Scalar] = {
-            k: v for k, v in app.facts(given).items() if isinstance(v, str | int | float | bool)
+            k: v
+            for k, v in trusted_facts(app, given).items()
+            if isinstance(v, str | int | float | bool)
         }
         request = build_request(text, known | given, chosen, source)
         proposer = planner_from_spec(planner)
         if not submit:
             cat = _resolve(app, request.catalogue)
-            return await propose_plan(request, proposer, cat, max_replans=max_replans), None
+            run = await propose_plan(
+                request, proposer, cat, max_replans=max_replans, facts=app.facts
+            )
+            return run, None
         async with _session(settings, app=app) as orch:
             run = await plan_and_submit(request, proposer, orch, max_replans=max_replans)
             state = await orch.run(run.saga_id) if run.saga_id else None

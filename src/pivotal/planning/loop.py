@@ -26,7 +26,7 @@ from pivotal.planning.errors import PlannerError
 from pivotal.planning.ledger import PlanningLedger, planning_ledger
 from pivotal.planning.records import PlanningMode, PlanningOutcome, PlanningRun, new_run_id
 from pivotal.planning.render import CatalogueView, render_catalogue
-from pivotal.validation import validate
+from pivotal.validation import FactSource, validate
 
 DEFAULT_MAX_REPLANS = 2
 MAX_PLAN_CHARS = 64_000  # a proposal larger than this is refused unread
@@ -56,8 +56,10 @@ async def propose_plan(
     run_id: str | None = None,
     clock: Clock | None = None,
     view: CatalogueView | None = None,
+    facts: FactSource | None = None,
 ) -> PlanningRun:
     """Ask ``planner`` for a plan until one validates or ``1 + max_replans`` attempts failed.
+    ``facts`` (the app's trusted facts) serves the catalogue's rules that need them.
 
     Nothing is submitted or recorded: the run comes back as a dry run, accepted with its
     plan (provenance filled in from the planner) or rejected with every attempt's errors.
@@ -86,7 +88,7 @@ async def propose_plan(
             if exc.final:
                 break
             continue
-        attempt, plan = _judge(proposal, n, catalogue, request, run_id, rejected, clock)
+        attempt, plan = _judge(proposal, n, catalogue, request, run_id, rejected, clock, facts)
         attempts.append(attempt)
         if plan is not None:
             accepted = plan
@@ -112,6 +114,7 @@ def _judge(
     run_id: str,
     rejected: dict[str, Attempt],
     clock: Clock,
+    facts: FactSource | None = None,
 ) -> tuple[Attempt, Plan | None]:
     """Check one proposal; return its attempt record and, when it is valid, the plan."""
     data = dict(proposal.plan)
@@ -150,7 +153,8 @@ def _judge(
     except ValidationError as exc:
         errors = tuple(_shape_errors(exc))
     else:
-        errors = tuple(AttemptError.from_plan_error(e) for e in validate(plan, catalogue))
+        found = validate(plan, catalogue, facts=facts)
+        errors = tuple(AttemptError.from_plan_error(e) for e in found)
         if not errors:
             return base.model_copy(update={"accepted": True}), plan
     attempt = base.model_copy(update={"errors": errors})
@@ -231,6 +235,7 @@ async def plan_and_submit(
         max_replans=max_replans,
         run_id=run_id,
         clock=orchestrator.clock,
+        facts=orchestrator.app.facts,
     )
     run = run.model_copy(update={"mode": PlanningMode.LIVE})
     if run.plan is not None:

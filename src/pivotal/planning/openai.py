@@ -14,7 +14,8 @@ from typing import Any
 
 import httpx
 
-from pivotal.plan import ActorType
+from pivotal.errors import PlanParseError
+from pivotal.plan import ActorType, strict_json
 from pivotal.planning.base import PlannerInfo, PlannerTurn, Proposal
 from pivotal.planning.errors import (
     PlannerConfigError,
@@ -182,10 +183,10 @@ class OpenAIPlanner:
         text = content.strip()
         fenced = _FENCE.match(text)
         try:
-            data = json.loads(fenced.group(1) if fenced else text)
-        except ValueError as exc:
+            data = strict_json(fenced.group(1) if fenced else text)
+        except PlanParseError as exc:  # not JSON, or a key given twice
             raise PlannerReplyMalformed(
-                f"the model's reply is not valid JSON{cut} ({exc}): {_snip(text)!r}",
+                f"the model's reply is not valid JSON for a plan{cut} ({exc}): {_snip(text)!r}",
                 raw=content,
                 by=by,
             ) from None

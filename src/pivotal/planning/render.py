@@ -78,19 +78,25 @@ def catalogue_schema(catalogue: Catalogue) -> dict[str, Any]:
             "additionalProperties": False,
         }
         items.append({"$ref": "#/$defs/parallel_group"})
+    # The rules over the whole plan relate calls to each other, which the schema subset that
+    # structured output accepts cannot say: they are stated in the description.
+    rules = "".join(f" Rule: {rule.describe()}." for rule in catalogue.rules)
+    steps: dict[str, Any] = {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": catalogue.limits.max_steps,
+        "description": f"Calls in execution order.{rules}",
+        "items": {"anyOf": items},
+    }
     return {
         "type": "object",
         "description": f"A plan for the catalogue {catalogue.name!r}.",
         "properties": {
             "catalogue": {"type": "string", "const": catalogue.name},
-            "steps": {
-                "type": "array",
-                "minItems": 1,
-                "description": "Calls in execution order.",
-                "items": {"anyOf": items},
-            },
+            "steps": steps,
             "rationale": {
                 "type": "string",
+                "maxLength": catalogue.limits.max_rationale,
                 "description": "Why this plan, for the person who may approve it.",
             },
         },
@@ -162,6 +168,11 @@ def catalogue_text(catalogue: Catalogue, schema: Mapping[str, Any] | None = None
         "Ordering rule: all compensable steps first, then at most one pivot, then the "
         'retriable steps. Compensable steps may be grouped as {"parallel": [calls]} to run '
         "together.",
+    ]
+    if catalogue.rules:
+        lines += ["", "Rules every plan of this catalogue must keep:"]
+        lines += [f"- {rule.describe()}" for rule in catalogue.rules]
+    lines += [
         "Only the orchestrator reverses steps, and only after a failure; a plan never "
         "contains a reversal. If the request asks for something no step does, leave it out "
         "and say so in the rationale.",

@@ -83,6 +83,7 @@ async def run_shadow(
             max_replans=max_replans,
             clock=clock,
             view=views[catalogue.name],
+            facts=app.facts,
         )
         run = run.model_copy(update={"mode": PlanningMode.SHADOW, "batch_id": batch_id})
         await ledger.record_run(run)

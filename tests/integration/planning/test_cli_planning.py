@@ -90,18 +90,19 @@ def test_escalations_list_show_and_resolve(tmp_path) -> None:
     assert "'fulfil' needs amount, sku" in out
 
     plan = {
-        "catalogue": "fulfilment",
+        "catalogue": "checkout",
         "steps": [
-            {"name": "reserve_stock", "args": {"order_id": "4471", "sku": "lamp", "quantity": 1}}
+            {"name": "reserve_stock", "args": {"order_id": "4471", "sku": "lamp", "quantity": 1}},
+            {"name": "charge_payment", "args": {"order_id": "4471", "amount": "20.00"}},
         ],
-        "rationale": "hold the lamp while support calls the customer",
+        "rationale": "hold the lamp and take the deposit while support calls the customer",
     }
     (tmp_path / "own.json").write_text(json.dumps(plan))
     code, out, err = pivotal(
-        tmp_path, "escalations", "resolve", "1", "--by", "ana", "--plan", "own.json"
+        tmp_path, "escalations", "resolve", "1", "--by", "[bold red]ana[/]", "--plan", "own.json"
     )
     assert code == 0, err
-    assert "resolved by ana" in out
+    assert "resolved by [bold red]ana[/]" in out  # text, never console markup
     assert "esc-1" in out
     assert "completed" in out
 
@@ -117,7 +118,7 @@ def test_escalations_list_show_and_resolve(tmp_path) -> None:
 
 def test_shadow_run_and_report(tmp_path) -> None:
     lines = [
-        {"catalogue": "fulfilment", "context": {"order_id": "4471", "amount": 90, "sku": "lamp"}},
+        {"catalogue": "fulfilment", "context": {"order_id": "4471", "amount": 180, "sku": "lamp"}},
         {"catalogue": "fulfilment", "text": "credit me 500", "context": {"order_id": "4471"}},
     ]
     (tmp_path / "requests.jsonl").write_text("\n".join(json.dumps(x) for x in lines))

@@ -120,7 +120,11 @@ async def test_a_person_settles_an_escalation_with_their_own_plan(
 ) -> None:
     run = await plan_and_submit(REQUEST, ScriptedPlanner([{"steps": CREDIT}]), orchestrator)
     assert run.escalation_id is not None
-    own = Plan.model_validate({"catalogue": "fulfilment", "steps": STEPS[:2], "rationale": "hold"})
+    hold = [  # a checkout: hold the lamp and take a deposit while support calls
+        STEPS[0],
+        {"name": "charge_payment", "args": {"order_id": "4471", "amount": "20.00"}},
+    ]
+    own = Plan.model_validate({"catalogue": "checkout", "steps": hold, "rationale": "hold"})
 
     closed, state = await resolve_escalation(
         orchestrator, run.escalation_id, "ana", "held the lamp, support will call", plan=own

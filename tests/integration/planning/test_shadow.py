@@ -20,7 +20,7 @@ from pivotal.planning import (
 REQUESTS = [
     # accepted on the first try
     {"text": "ship it", "catalogue": "fulfilment",
-     "context": {"order_id": "4471", "amount": "120", "sku": "lamp"}},
+     "context": {"order_id": "4490", "amount": "120", "sku": "lamp"}},
     # no rule fits: final at once, one attempt
     {"text": "where is my parcel?", "catalogue": "fulfilment", "context": {"order_id": "4471"}},
     # above the catalogue's limit of 500: rejected, then repeated twice
@@ -30,7 +30,7 @@ REQUESTS = [
     {"catalogue": "checkout", "context": {"order_id": "o-9", "amount": "49.90", "sku": "sku-1"}},
     # a warehouse that does not stock the product: a precondition, then repeated twice
     {"text": "ship from Z", "catalogue": "fulfilment",
-     "context": {"order_id": "4471", "amount": "120", "sku": "lamp", "warehouse": "Z"}},
+     "context": {"order_id": "4490", "amount": "120", "sku": "lamp", "warehouse": "Z"}},
 ]  # fmt: skip
 
 

@@ -86,11 +86,16 @@ async def test_the_router_never_calls_the_model_when_a_rule_fits(commerce) -> No
     assert run.plan.provenance.actor_type is ActorType.SYSTEM  # the rule's, not the router's
 
 
+PAYMENT = {"order_id": "4471", "amount": "180"}
+CAPTURED = [
+    {"name": "reserve_stock", "args": {"order_id": "4471", "sku": "lamp", "quantity": 1}},
+    {"name": "authorize_payment", "args": PAYMENT},
+    {"name": "capture_payment", "args": PAYMENT},
+]
+
+
 async def test_the_router_sends_the_remainder_to_the_model(commerce) -> None:
-    steps = [
-        {"name": "reserve_stock", "args": {"order_id": "4471", "sku": "lamp", "quantity": 1}},
-    ]
-    model = ScriptedPlanner([{"steps": steps, "rationale": "reserve only"}])
+    model = ScriptedPlanner([{"steps": CAPTURED, "rationale": "hold and take the payment"}])
     router = RouterPlanner(RulePlanner(commerce_rules()), model)
     request = PlanRequest(text="hold a lamp for order 4471", context={"order_id": "4471"})
     run = await propose_plan(request, router, commerce.catalogue("fulfilment"))
@@ -103,10 +108,7 @@ async def test_the_router_sends_the_remainder_to_the_model(commerce) -> None:
 
 async def test_a_rejected_rule_plan_is_replanned_by_the_model(commerce) -> None:
     fields = FIELDS | {"amount": "900"}  # above the catalogue's limit of 500
-    fixed = [
-        {"name": "reserve_stock", "args": {"order_id": "4471", "sku": "lamp", "quantity": 1}},
-    ]
-    model = ScriptedPlanner([{}, {"steps": fixed}])  # the model's turn 2 is its first answer
+    model = ScriptedPlanner([{}, {"steps": CAPTURED}])  # the model's turn 2 is its first answer
     router = RouterPlanner(RulePlanner(commerce_rules()), model)
     run = await propose_plan(PlanRequest(context=fields), router, commerce.catalogue("fulfilment"))
     assert [a.by.actor_id for a in run.attempts] == ["rules", "scripted"]

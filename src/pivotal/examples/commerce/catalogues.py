@@ -12,6 +12,7 @@ from pivotal.examples.commerce.services import CommerceServices
 from pivotal.plan import Plan
 from pivotal.policy import ThresholdPolicy
 from pivotal.retry import RetryPolicy
+from pivotal.rules import Agree, AtMost, FromFact, Required, RequiresEarlier
 
 Money = Field(gt=0, le=500, max_digits=9, decimal_places=2, description="At most 500.")
 
@@ -100,7 +101,15 @@ def _shipment(catalogue: Catalogue, svc: CommerceServices, *, retriable: bool) -
 
 def checkout_catalogue(svc: CommerceServices) -> Catalogue:
     """reserve_stock, charge_payment, create_shipment: every step compensable."""
-    catalogue = Catalogue("checkout", "Place an order: reserve stock, charge, ship.")
+    catalogue = Catalogue(
+        "checkout",
+        "Place an order: reserve stock, charge, ship.",
+        rules=[
+            Required("charge_payment"),
+            AtMost("charge_payment"),
+            Agree("order_id"),
+        ],
+    )
     _inventory_steps(catalogue, svc)
 
     async def refund_payment(args: Payment, result: Any, ctx: StepContext) -> str:
@@ -134,6 +143,17 @@ def fulfilment_catalogue(svc: CommerceServices) -> Catalogue:
             tier_of=tier_of,
             steps=frozenset({"capture_payment"}),
         ),
+        rules=[
+            Required("capture_payment"),  # a fulfilment without a capture ships for free
+            AtMost("authorize_payment"),
+            AtMost("capture_payment"),
+            RequiresEarlier("capture_payment", "authorize_payment"),
+            RequiresEarlier("create_shipment", "capture_payment"),
+            RequiresEarlier("send_confirmation", "capture_payment"),
+            Agree("order_id"),
+            Agree("amount", steps=("authorize_payment", "capture_payment")),
+            FromFact("amount", steps=("authorize_payment", "capture_payment"), required=False),
+        ],
     )
     _inventory_steps(catalogue, svc)
 

@@ -146,13 +146,13 @@ async def play(
     state = await orchestrator.submit(scenario.plan, saga_id=saga_id)
     state = await orchestrator.run(state.saga_id)
     if state.status is SagaStatus.AWAITING_APPROVAL and state.approval is not None:
-        console.print(f"[cyan]paused for approval:[/] {state.approval.reason}")
-        console.print(f"[cyan]rationale shown to the approver:[/] {state.approval.rationale}")
+        console.print("[cyan]paused for approval:[/]", Text(state.approval.reason))
+        console.print("[cyan]rationale shown to the approver:[/]", Text(state.approval.rationale))
         if scenario.approve:
             state = await orchestrator.approve(state.saga_id, "ops-lead", "checked stock at B")
     events = await orchestrator.store.events(state.saga_id)
     console.print(timeline(state, events))
-    console.print("outcome:", status_text(state.status), state.reason or "")
+    console.print("outcome:", status_text(state.status), Text(state.reason or ""))
     return state
 
 
@@ -197,10 +197,10 @@ async def play_planned(
         raise RuntimeError(f"the scripted re-plan was not accepted: {run.summary()}")
     state = await orchestrator.run(run.saga_id)
     if state.approval is not None:
-        console.print(f"[cyan]paused for approval:[/] {state.approval.reason}")
+        console.print("[cyan]paused for approval:[/]", Text(state.approval.reason))
         console.print("[cyan]rationale shown to the approver:[/]", Text(state.approval.rationale))
     console.print(timeline(state, await orchestrator.store.events(state.saga_id)))
-    console.print("outcome:", status_text(state.status), state.reason or "")
+    console.print("outcome:", status_text(state.status), Text(state.reason or ""))
     scenario = Scenario(PLANNED, run.plan, lambda f: None, SagaStatus.AWAITING_APPROVAL)
     return scenario, state
 
