@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import cast
 
 from pivotal.catalogue import Catalogue
-from pivotal.errors import AppLoadError, PlanRejected
+from pivotal.errors import AppLoadError, PivotalError, PlanRejected
 from pivotal.plan_errors import ErrorCode, PlanError
 
 log = logging.getLogger("pivotal.app")
@@ -63,22 +65,89 @@ def trusted_facts(app: App, context: Mapping[str, object]) -> dict[str, object]:
 
 
 def load_app(spec: str) -> App:
-    """Load ``module:attribute``: an ``App``, a ``Catalogue`` or a callable returning one."""
+    """Load ``module:attribute``: an ``App``, a ``Catalogue``, or a function of no arguments
+    (an ``App`` subclass included) returning one.
+
+    Whatever goes wrong is an ``AppLoadError`` saying what: a module that is missing, does
+    not compile or raises while it is imported, a missing attribute, a function that needs
+    arguments or raises, and anything else named instead of an app (a step function, a
+    class, a module, a value)."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise AppLoadError(f"app {spec!r} must look like 'package.module:attribute'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise AppLoadError(f"cannot import {module_name!r}: {exc}") from exc
+    module = _import(module_name)
     try:
         target: object = getattr(module, attr)
     except AttributeError:
         raise AppLoadError(f"module {module_name!r} has no attribute {attr!r}") from None
-    if callable(target) and not isinstance(target, App | Catalogue):
-        target = target()
+    if not isinstance(target, App | Catalogue):
+        target = _call_factory(spec, target)
     if isinstance(target, Catalogue):
         target = App([target], name=target.name)
     if not isinstance(target, App):
-        raise AppLoadError(f"{spec!r} is a {type(target).__name__}, not an App or Catalogue")
+        raise AppLoadError(
+            f"{spec!r} gave {_describe(target)}, not an App or a Catalogue; name an App, a "
+            "Catalogue, or a function of no arguments returning one"
+        )
     return target
+
+
+def _import(module_name: str) -> object:
+    try:
+        return importlib.import_module(module_name)
+    except SyntaxError as exc:
+        where = f"{exc.filename or module_name}, line {exc.lineno}"
+        raise AppLoadError(
+            f"cannot import {module_name!r}: syntax error in {where}: {exc.msg}"
+        ) from exc
+    except ImportError as exc:
+        raise AppLoadError(f"cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:
+        raise AppLoadError(f"importing {module_name!r} raised {type(exc).__name__}: {exc}") from exc
+    except SystemExit as exc:
+        raise AppLoadError(f"importing {module_name!r} exited (code {exc.code})") from exc
+
+
+def _call_factory(spec: str, target: object) -> object:
+    """What a factory named by ``spec`` returns; anything that is not one is refused."""
+    refuse = (
+        f"{spec!r} is {_describe(target)}, not an App or a Catalogue; name an App, a "
+        "Catalogue, or a function of no arguments returning one"
+    )
+    if not callable(target) or inspect.iscoroutinefunction(target):
+        raise AppLoadError(refuse)
+    if isinstance(target, type) and not issubclass(target, App):
+        raise AppLoadError(refuse)
+    try:
+        needed = [
+            p.name
+            for p in inspect.signature(target).parameters.values()
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+    except (TypeError, ValueError):  # no signature to read: try it
+        needed = []
+    if needed:
+        raise AppLoadError(f"{refuse} ({spec!r} needs arguments: {', '.join(needed)})")
+    try:
+        made: object = cast(Callable[[], object], target)()
+    except PivotalError:
+        raise
+    except Exception as exc:
+        raise AppLoadError(f"calling {spec!r} raised {type(exc).__name__}: {exc}") from exc
+    if inspect.isawaitable(made):
+        if inspect.iscoroutine(made):
+            made.close()
+        raise AppLoadError(f"{spec!r} returned an awaitable; make it a plain function")
+    return made
+
+
+def _describe(value: object) -> str:
+    if inspect.iscoroutinefunction(value):
+        return f"the async function {getattr(value, '__name__', '?')!r} (a step?)"
+    if inspect.ismodule(value):
+        return f"the module {value.__name__!r}"
+    if isinstance(value, type):
+        return f"the class {value.__name__!r}"
+    if inspect.isfunction(value):
+        return f"the function {value.__name__!r}"
+    return f"an object of type {type(value).__name__}"

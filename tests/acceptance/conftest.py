@@ -8,7 +8,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
@@ -17,11 +16,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from cli_harness import PIVOTAL, InProcess
 
 from pivotal import SagaState, replay
 from pivotal.store import open_store
-
-PIVOTAL = Path(sys.executable).parent / "pivotal"
 
 
 class Cli:
@@ -36,7 +34,9 @@ class Cli:
         self.procs: list[subprocess.Popen[str]] = []
 
     def prefix(self, app: str | None) -> list[str]:
-        return [str(PIVOTAL), "--db", self.url, *(["--app", app] if app else [])]
+        """Without ``app``, the bundled example, chosen on purpose (``--example-app``)."""
+        chosen = ["--app", app] if app else ["--example-app"]
+        return [str(PIVOTAL), "--db", self.url, *chosen]
 
     @property
     def postgres(self) -> bool:
@@ -132,6 +132,14 @@ class Cli:
                 proc.send_signal(signal.SIGCONT)
                 proc.kill()
                 proc.wait(timeout=10)
+
+
+@pytest.fixture
+def inproc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> InProcess:
+    """The command line in this process, in ``tmp_path`` (also its working folder)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return InProcess(tmp_path)
 
 
 @pytest.fixture

@@ -107,7 +107,7 @@ async def note(args: Args, ctx: StepContext) -> dict:
     return {"noted": True}
 """
 
-STATS = re.compile(r"worker stopped: (\d+) passes, .* (\d+) leases lost, (\d+) errors")
+STATS = re.compile(r"worker \S+ stopped: (\d+) passes, .* (\d+) leases lost, (\d+) errors")
 
 
 def start_worker(cli: Any, name: str, app: str, *options: str) -> subprocess.Popen[str]:

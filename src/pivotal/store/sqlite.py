@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pivotal.errors import SchemaMismatch, StoreError
+from pivotal.errors import LedgerNotFound, SchemaMismatch, StoreError
 from pivotal.store.schema import SQLITE_MIGRATIONS
 from pivotal.store.sql import BatchResult, Fetch, Row, SQLStore, Stmt
 from pivotal.store.writer import GroupWriter
@@ -22,10 +22,14 @@ class SQLiteStore(SQLStore):
 
     Writes run on one writer thread per store, with group commit; reads run in the caller's
     thread on their own connection, each as one snapshot.
+
+    ``create=False`` opens an existing ledger only: a missing file is ``LedgerNotFound``,
+    and neither the file nor its folder is created.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
         self.path = str(path)
+        self._create = create
         self._writer: GroupWriter | None = None
         self._reader: sqlite3.Connection | None = None
 
@@ -96,10 +100,19 @@ class SQLiteStore(SQLStore):
 
     # -- opening ------------------------------------------------------------------------
 
+    def _open_file(self, **options: Any) -> sqlite3.Connection:
+        """A connection to the file; without ``create``, only to a file that exists."""
+        if self._create or self.path == ":memory:":
+            conn: sqlite3.Connection = sqlite3.connect(self.path, isolation_level=None, **options)
+            return conn
+        uri = Path(self.path).absolute().as_uri() + "?mode=rw"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, **options)
+        return conn
+
     def _connect(self) -> sqlite3.Connection:
-        if self.path != ":memory:":
+        if self.path != ":memory:" and self._create:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, isolation_level=None)
+        conn = self._open_file()
         conn.execute("PRAGMA busy_timeout = 10000")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
@@ -132,7 +145,10 @@ class SQLiteStore(SQLStore):
         conn.execute("COMMIT")
 
     async def open(self) -> None:
-        """Open the file, creating it and applying migrations as needed."""
+        """Open the file, creating it (unless ``create`` is false) and applying migrations
+        as needed."""
+        if not self._create and self.path != ":memory:" and not _is_file(self.path):
+            raise LedgerNotFound(f"sqlite ledger {self.path} does not exist")
         self._writer = GroupWriter(self._connect, name=f"pivotal-sqlite {self.path}")
         try:
             await self._call(self._migrate)
@@ -140,7 +156,7 @@ class SQLiteStore(SQLStore):
             await self.close()
             raise
         if self.path != ":memory:":
-            reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            reader = self._open_file(check_same_thread=False)
             reader.execute("PRAGMA busy_timeout = 10000")
             self._reader = reader
 
@@ -158,3 +174,10 @@ class SQLiteStore(SQLStore):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _is_file(path: str) -> bool:
+    try:
+        return Path(path).is_file()
+    except OSError:  # e.g. a name too long to be a file
+        return False

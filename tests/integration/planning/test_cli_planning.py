@@ -15,11 +15,16 @@ PIVOTAL = str(Path(sys.executable).parent / "pivotal")
 TEXT = "ship from the closer warehouse, I expect something for the delay"
 
 
-def pivotal(tmp: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+def pivotal(
+    tmp: Path, *args: str, env: dict[str, str] | None = None, example: bool = True
+) -> tuple[int, str, str]:
+    """The CLI on ``tmp/ledger.db``; the bundled example is chosen on purpose unless
+    ``example`` is false."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("PIVOTAL_", "OPENAI_"))}
     environ |= {"COLUMNS": "200", **(env or {})}
+    chosen = ["--example-app"] if example else []
     done = subprocess.run(
-        [PIVOTAL, "--db", f"sqlite:///{tmp / 'ledger.db'}", *args],
+        [PIVOTAL, "--db", f"sqlite:///{tmp / 'ledger.db'}", *chosen, *args],
         cwd=tmp,
         env=environ,
         capture_output=True,
@@ -175,3 +180,18 @@ def test_a_model_planner_without_a_key_is_a_clear_error(tmp_path) -> None:
     code, _, err = pivotal(tmp_path, "plan", TEXT, "--planner", "oracle")
     assert code == 2
     assert "unknown planner 'oracle'" in err
+
+
+def test_plan_submits_with_the_example_only_when_asked(tmp_path) -> None:
+    """A dry run may plan from the bundled example by default; running the plan against
+    the ledger (``--submit``) needs --app or --example-app."""
+    code, out, _ = pivotal(tmp_path, "plan", TEXT, "--order", "4471", "--json", example=False)
+    assert code == 0
+    assert as_json(out)["outcome"] == "accepted"
+    (tmp_path / "r.jsonl").write_text(json.dumps({"context": {"order_id": "4471"}}))
+    for args in (["plan", TEXT, "--order", "4471", "--submit"], ["shadow", "run", "r.jsonl"]):
+        code, out, err = pivotal(tmp_path, *args, example=False)
+        assert code == 2
+        assert err.startswith("error [app_required]: ")
+        assert "--example-app" in err
+    assert not (tmp_path / "ledger.db").exists()  # nothing was recorded

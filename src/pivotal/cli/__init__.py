@@ -1,0 +1,61 @@
+"""The command line: parses arguments, calls the library, prints the result.
+
+Every command group lives in a module of its own and is registered here, explicitly, so
+``from pivotal.cli import cli`` has every command; nothing registers itself on import.
+
+======================  ==============================================================
+module                  commands
+======================  ==============================================================
+``root``                the global options: ``--db``, ``--app``, ``--example-app``,
+                        ``--version``
+``ops``                 ``validate``, ``execute``, ``submit``, ``worker``, ``sweep``,
+                        ``migrate``
+``sagas``               ``sagas list/show/resume/resolve``
+``approvals``           ``approvals list/approve/reject``
+``dead_letters``        ``dead-letters list/retry/resolve``
+``planning``            ``plan``, ``escalations list/show/resolve``,
+                        ``shadow run/report``
+``demo``                ``demo``
+``_shared``             consoles, settings, sessions, errors, shared options (private)
+``_progress``           what a running worker says (private)
+======================  ==============================================================
+"""
+
+from __future__ import annotations
+
+import typer
+
+from pivotal.cli import approvals, dead_letters, demo, ops, planning, root, sagas
+from pivotal.cli._shared import PivotalGroup
+
+__all__ = ["build", "cli", "main"]
+
+
+def build() -> typer.Typer:
+    """A new ``pivotal`` command with every command group registered."""
+    app = typer.Typer(
+        name="pivotal",
+        cls=PivotalGroup,
+        help="Durable sagas for plans proposed by AI agents.",
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+        context_settings={"max_content_width": 100},
+    )
+    app.callback()(root.options)
+    demo.register(app)
+    planning.register(app)
+    ops.register(app)
+    sagas.register(app)
+    approvals.register(app)
+    dead_letters.register(app)
+    return app
+
+
+cli = build()
+
+
+def main() -> None:
+    """The ``pivotal`` console script."""
+    cli()

@@ -1,0 +1,446 @@
+"""What every command module shares: consoles, global settings, opening a ledger, reading a
+plan, printing results and errors. Private to ``pivotal.cli``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import sqlite3
+import sys
+import traceback
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import typer
+from rich.console import Console
+from rich.text import Text
+from typer.core import TyperGroup
+
+from pivotal.app import App, load_app
+from pivotal.errors import (
+    AppLoadError,
+    InvalidInput,
+    LedgerNotFound,
+    PivotalError,
+    PlanParseError,
+    PlanRejected,
+    PlanTooLarge,
+    StoreError,
+)
+from pivotal.orchestrator import Orchestrator
+from pivotal.plan import DEFAULT_LIMITS
+from pivotal.plan_errors import PlanError
+from pivotal.render import status_text
+from pivotal.state import SagaState
+from pivotal.store import Store, open_store, sqlite_path
+
+T = TypeVar("T")
+
+# Nothing printed is read as console markup: ids, names and reasons come from users. Errors
+# are never wrapped, so a long message stays one line a terminal or a log can search.
+out = Console(markup=False, highlight=False, soft_wrap=True)
+err = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
+
+EXIT_INVALID = 1  # the plan is invalid (malformed or rejected)
+EXIT_ERROR = 2  # any other error, usage errors included
+MAX_ID = 2**63 - 1  # the largest id a ledger stores; a larger one names nothing
+MAX_LIMIT = 1_000_000
+MAX_NAME = 200  # characters of a person's name (--by)
+MAX_TEXT = 4000  # characters of a reason or note
+ECHO = 200  # characters of a user's string echoed back
+MESSAGE = 2000  # characters of one error message
+EXAMPLE = "the bundled commerce example"
+GLOBAL_OPTIONS = ("--db", "--app", "--example-app", "--version")
+
+
+def brief(value: object, limit: int = ECHO) -> str:
+    """``value`` as text, cut after ``limit`` characters (saying how much was left out)."""
+    text = str(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+
+
+def redact(url: str) -> str:
+    """A ledger URL fit to print: a password is replaced by ***."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.netloc.rpartition("@")[2]
+        user = parts.username or ""
+        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    except ValueError:
+        return url
+
+
+# -- errors ------------------------------------------------------------------------------
+
+
+class AppRequired(AppLoadError):
+    """A command that writes to the ledger was started without naming an app."""
+
+    code = "app_required"
+
+
+def print_error(code: str, message: str) -> None:
+    err.print(Text.assemble(("error", "red"), f" [{code}]: {brief(message, MESSAGE)}"))
+
+
+def print_plan_errors(errors: Sequence[PlanError], outcome: str) -> None:
+    """Every error in a plan, one per line, after a line saying what happened."""
+    count = f"{len(errors)} error" + ("" if len(errors) == 1 else "s")
+    print_error("plan_rejected", f"the plan has {count}; {outcome}")
+    for e in errors:
+        line = f"  [{e.code.value}] {e.where()}: {brief(e.message, MESSAGE)}"
+        err.print(Text(line))
+
+
+def _click_class(name: str) -> type[Exception]:
+    """A click exception class, whichever click this Typer uses (its own copy or click)."""
+    for cls in typer.BadParameter.__mro__:
+        if cls.__name__ == name and issubclass(cls, Exception):
+            return cls
+    raise LookupError(name)  # pragma: no cover
+
+
+CLICK_ERROR = _click_class("ClickException")
+
+
+def report(exc: BaseException) -> int:
+    """Print what went wrong, as ``error [code]: message``; return the exit status."""
+    if isinstance(exc, PlanRejected):
+        print_plan_errors(exc.errors, "nothing was recorded")
+        return EXIT_INVALID
+    if isinstance(exc, PivotalError):
+        print_error(exc.code, exc.message)
+        return EXIT_INVALID if isinstance(exc, PlanParseError) else EXIT_ERROR
+    if isinstance(exc, CLICK_ERROR):
+        return _usage(exc)
+    if type(exc).__name__ == "Abort":
+        print_error("aborted", "aborted")
+        return EXIT_INVALID
+    if isinstance(exc, sqlite3.Error):  # a SQLite file failed outside a store
+        print_error(StoreError.code, f"{type(exc).__name__}: {exc}")
+        return EXIT_ERROR
+    if isinstance(exc, OSError):  # a file or the system refused
+        print_error("os_error", f"{type(exc).__name__}: {exc}")
+        return EXIT_ERROR
+    print_error(
+        "internal_error",
+        f"{type(exc).__name__}: {exc} (a bug in Pivotal; set PIVOTAL_DEBUG=1 for the traceback)",
+    )
+    if os.environ.get("PIVOTAL_DEBUG"):
+        traceback.print_exception(exc)
+    return EXIT_ERROR
+
+
+def _usage(exc: Exception) -> int:
+    status = int(getattr(exc, "exit_code", EXIT_ERROR))
+    if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group: its help
+        exc.show()  # type: ignore[attr-defined]
+        return status
+    message = str(exc.format_message())  # type: ignore[attr-defined]
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+    if "No such option" in message and any(o in message for o in GLOBAL_OPTIONS):
+        hint += "; --db, --app and --example-app go before the command: pivotal --db URL COMMAND"
+    print_error("usage", message + hint)
+    return status
+
+
+class PivotalGroup(TyperGroup):
+    """The root command: every error, a usage error included, ends as one line
+    ``error [code]: message`` on stderr and an exit status; never a traceback."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            result = super().main(
+                args=args,
+                prog_name=prog_name,
+                complete_var=complete_var,
+                standalone_mode=False,
+                windows_expand_args=windows_expand_args,
+                **extra,
+            )
+            status = result if isinstance(result, int) else 0
+        except Exception as exc:
+            status = report(exc)
+        if not standalone_mode:
+            return status
+        sys.exit(status)
+
+
+def new_group(help: str) -> typer.Typer:
+    """A command group: plain help (a flag shows no value), no rich error boxes."""
+    return typer.Typer(
+        help=help,
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        context_settings={"max_content_width": 100},
+    )
+
+
+# -- settings and sessions -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The global options: which ledger, which app."""
+
+    db: str
+    app: str | None = None
+    example_app: bool = False
+
+    @property
+    def ledger(self) -> str:
+        return brief(redact(self.db))
+
+    def example_state(self) -> Path:
+        """Where the bundled example keeps its simulated services: ``$PIVOTAL_COMMERCE_STATE``
+        when set; else ``commerce.db`` beside a SQLite ledger file; else (PostgreSQL, or a
+        ledger in memory) ``commerce.db`` in the working folder."""
+        from pivotal.examples.commerce import STATE_ENV
+
+        if chosen := os.environ.get(STATE_ENV):
+            return Path(chosen)
+        path = sqlite_path(self.db)
+        if path and path != ":memory:":
+            return Path(path).parent / "commerce.db"
+        return Path("commerce.db")
+
+    def describe_app(self) -> str:
+        if self.app:
+            return brief(self.app)
+        return f"{EXAMPLE} (services in {brief(self.example_state())})"
+
+    @contextmanager
+    def loaded_app(self, writes: str | None = None) -> Iterator[App]:
+        """The app named by ``--app``, else the bundled example. A command that writes to
+        the ledger (``writes`` names it) takes the example only when ``--example-app``
+        asks for it: it must not run the demo's catalogue against a real ledger."""
+        if self.app:
+            yield load_app(self.app)
+            return
+        if writes is not None and not self.example_app:
+            raise AppRequired(
+                f"`pivotal {writes}` runs catalogues against the ledger {self.ledger}, and no "
+                "app was named: give --app module:attribute (or set PIVOTAL_APP), or run "
+                f"{EXAMPLE} on purpose with `pivotal --example-app {writes} ...`"
+            )
+        from pivotal.examples.commerce import create_app
+
+        state = self.example_state()
+        try:
+            if not state.parent.is_dir():
+                raise AppLoadError(
+                    f"{EXAMPLE} keeps its services in {brief(state)}, but the folder "
+                    f"{brief(state.parent)} does not exist: create it, or check --db"
+                )
+            if not os.access(state.parent, os.W_OK):
+                raise AppLoadError(
+                    f"{EXAMPLE} keeps its services in {brief(state)}, but the folder "
+                    f"{brief(state.parent)} is read-only"
+                )
+            app = create_app(state)
+        except (OSError, sqlite3.Error) as exc:
+            raise AppLoadError(
+                f"{EXAMPLE} cannot keep its services in {brief(state)}: {exc}"
+            ) from exc
+        try:
+            yield app
+        finally:
+            app.services.close()
+
+
+def settings_of(ctx: typer.Context) -> Settings:
+    found = ctx.find_object(Settings)
+    return found if found is not None else Settings(db="sqlite:///pivotal.db")
+
+
+def check_ledger(settings: Settings, *, create: bool) -> None:
+    """Refuse a SQLite ledger the command cannot mean: an empty name, a folder, a file in a
+    folder that does not exist, and (``create`` false) a file that does not exist."""
+    path = sqlite_path(settings.db)
+    if path is None or path == ":memory:":
+        return  # PostgreSQL, or a URL open_store refuses with its own message
+    if not path.strip():
+        raise InvalidInput("--db names no file: use sqlite:///path/to/pivotal.db")
+    if "\x00" in path:
+        raise InvalidInput(f"--db {brief(path)!r} holds a NUL character; no file has one")
+    file = Path(path)
+    try:
+        if file.is_dir():
+            raise StoreError(f"the ledger {brief(path)} is a folder; name a file in it")
+        if create and not file.parent.is_dir():
+            raise LedgerNotFound(
+                f"the folder {brief(file.parent)} of the ledger {brief(path)} does not exist: "
+                "create it, or check --db"
+            )
+        if not create and not file.is_file():
+            raise LedgerNotFound(
+                f"no ledger at {brief(path)}: check --db (or PIVOTAL_DATABASE_URL); a command "
+                "that only reads never creates one"
+            )
+        if not os.access(file.parent, os.W_OK):
+            raise StoreError(
+                f"the folder {brief(file.parent)} of the ledger {brief(path)} is read-only; "
+                "SQLite writes beside the ledger (its -wal and -shm files), even to read it"
+            )
+    except OSError as exc:
+        raise StoreError(f"cannot use the ledger {brief(path)}: {exc.strerror}") from exc
+
+
+@asynccontextmanager
+async def reading(settings: Settings) -> AsyncIterator[Store]:
+    """The ledger, opened for a command that only reads: it is never created."""
+    check_ledger(settings, create=False)
+    store = open_store(settings.db, create=False)
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@asynccontextmanager
+async def writing(
+    settings: Settings,
+    command: str,
+    *,
+    app: App | None = None,
+    migrate: bool = False,
+    **orchestrator: Any,
+) -> AsyncIterator[Orchestrator]:
+    """The ledger and an orchestrator over the app, for ``command``, which writes."""
+    check_ledger(settings, create=True)
+    with settings.loaded_app(writes=command) if app is None else _given(app) as chosen:
+        store = open_store(settings.db, migrate=migrate)
+        await store.open()
+        try:
+            yield Orchestrator(store, chosen, **orchestrator)
+        finally:
+            await store.close()
+
+
+@contextmanager
+def _given(app: App) -> Iterator[App]:
+    yield app
+
+
+def run(work: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(work)
+
+
+# -- input and output ----------------------------------------------------------------------
+
+
+def read_plan(path: Path) -> bytes:
+    """The plan's bytes from ``path`` (``-``: stdin), at most as many as a plan may have."""
+    limit = DEFAULT_LIMITS.max_bytes
+    where = "on stdin" if str(path) == "-" else brief(path)
+    try:
+        if str(path) == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with path.open("rb") as file:
+                data = file.read(limit + 1)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise PlanParseError(f"cannot read the plan {where}: {reason}") from None
+    if len(data) > limit:
+        raise PlanTooLarge(f"the plan {where} is larger than {limit} bytes, the most read")
+    return data
+
+
+def dump(value: Any) -> None:
+    """``value`` as JSON on stdout."""
+    sys.stdout.write(json.dumps(value, default=str, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def note_cut(shown: int, total: int | None, limit: int, what: str, *, as_json: bool) -> None:
+    """Say so when a list was cut at ``limit``: on stdout under a table, on stderr beside
+    JSON (which stays a plain list)."""
+    if shown < limit or (total is not None and total <= shown):
+        return
+    if total is None:
+        text = f"the first {shown} {what} are shown; --limit N shows more"
+    else:
+        text = f"{shown} of {total} {what} shown; --limit {total} shows them all"
+    (err if as_json else out).print(Text(text))
+
+
+def valid_id(value: int) -> bool:
+    """Whether a ledger could hold a row with this id (a larger one names nothing)."""
+    return 1 <= value <= MAX_ID
+
+
+def bounded(limit: int) -> Callable[[str | None], str | None]:
+    """A text option's check: at most ``limit`` characters."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and len(value) > limit:
+            raise typer.BadParameter(f"at most {limit} characters (this has {len(value):,})")
+        return value
+
+    return check
+
+
+def finite(value: float) -> float:
+    """A float option's check: nan and infinity are no number of seconds."""
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
+# -- options shared by several commands -----------------------------------------------------
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+AllFlag = Annotated[bool, typer.Option("--all", help="Include resolved ones.")]
+Limit = Annotated[
+    int, typer.Option("--limit", min=1, max=MAX_LIMIT, help="Show at most this many.")
+]
+PlanFile = Annotated[
+    Path, typer.Argument(metavar="PLAN.json", help="Plan JSON file, or - for stdin.")
+]
+SagaId = Annotated[str, typer.Argument(metavar="SAGA_ID", help="The saga's id.")]
+SagaIdOption = Annotated[str | None, typer.Option("--saga-id", help="Idempotent saga id.")]
+Who = Annotated[
+    str, typer.Option("--by", help="Who decides (recorded).", callback=bounded(MAX_NAME))
+]
+Why = Annotated[str, typer.Option("--reason", help="Why (recorded).", callback=bounded(MAX_TEXT))]
+Note = Annotated[str, typer.Option("--note", help="Why (recorded).", callback=bounded(MAX_TEXT))]
+
+
+def outcome(state: SagaState) -> dict[str, Any]:
+    """A saga's status after a decision, as JSON."""
+    return {
+        "saga_id": state.saga_id,
+        "status": state.status.value,
+        "reason": state.reason,
+        "approval": asdict(state.approval) if state.approval else None,
+    }
+
+
+def print_outcome(state: SagaState, as_json: bool, **extra: Any) -> None:
+    """``saga ID: status reason`` (or JSON with ``extra`` beside it)."""
+    if as_json:
+        dump(extra | outcome(state))
+        return
+    reason = Text(" " + brief(state.reason, MESSAGE)) if state.reason else ""
+    out.print(Text(f"saga {brief(state.saga_id)}: "), status_text(state.status), reason, sep="")

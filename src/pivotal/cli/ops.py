@@ -1,0 +1,227 @@
+"""Running plans: ``validate``, ``execute``, ``submit``, ``worker``, ``sweep``, ``migrate``."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from pivotal.cli import _progress
+from pivotal.cli._shared import (
+    MAX_NAME,
+    JsonFlag,
+    PlanFile,
+    SagaIdOption,
+    bounded,
+    check_ledger,
+    dump,
+    finite,
+    out,
+    print_plan_errors,
+    read_plan,
+    run,
+    settings_of,
+    writing,
+)
+from pivotal.cli.sagas import print_saga
+from pivotal.errors import PlanRejected
+from pivotal.plan import parse_plan
+from pivotal.state import Event, SagaState, SagaStatus
+from pivotal.store import StoredSaga, migrate_ledger
+from pivotal.validation import validate
+from pivotal.worker import Sweeper, SweepReport, Worker, WorkerConfig
+
+# How `pivotal execute` ends, by the saga's status; 15: not at rest yet (a worker goes on).
+EXECUTE_EXIT = {
+    SagaStatus.COMPLETED: 0,
+    SagaStatus.COMPENSATED: 10,
+    SagaStatus.COMPENSATION_FAILED: 11,
+    SagaStatus.NEEDS_HUMAN: 12,
+    SagaStatus.AWAITING_APPROVAL: 13,
+    SagaStatus.RESOLVED: 14,
+}
+EXECUTE_NOT_AT_REST = 15
+
+
+def register(cli: typer.Typer) -> None:
+    cli.command("validate")(validate_command)
+    cli.command("execute")(execute)
+    cli.command("submit")(submit)
+    cli.command("worker")(worker)
+    cli.command("sweep")(sweep)
+    cli.command("migrate")(migrate)
+
+
+def validate_command(ctx: typer.Context, plan_file: PlanFile, as_json: JsonFlag = False) -> None:
+    """Check a plan against its catalogue; exit 1 when it is invalid."""
+    plan = parse_plan(read_plan(plan_file))
+    with settings_of(ctx).loaded_app() as app:
+        try:
+            errors = validate(plan, app.catalogue(plan.catalogue), facts=app.facts)
+        except PlanRejected as exc:  # no such catalogue
+            errors = list(exc.errors)
+    if as_json:
+        dump({"valid": not errors, "errors": [e.to_dict() for e in errors]})
+    elif not errors:
+        out.print(Text("valid", style="green"))
+    else:
+        print_plan_errors(errors, "it would be refused")
+    if errors:
+        raise typer.Exit(1)
+
+
+def execute(
+    ctx: typer.Context, plan_file: PlanFile, saga_id: SagaIdOption = None, as_json: JsonFlag = False
+) -> None:
+    """Validate, submit and run a plan here until it ends or waits for approval.
+
+    Exit status: 0 completed, 10 compensated, 11 compensation_failed, 12 needs_human,
+    13 awaiting_approval, 14 resolved, 15 not at rest yet (a worker goes on with it).
+    """
+    plan = parse_plan(read_plan(plan_file))
+
+    async def work() -> tuple[StoredSaga, list[Event]]:
+        async with writing(settings_of(ctx), "execute") as orch:
+            state = await orch.execute(plan, saga_id=saga_id)
+            return await orch.get(state.saga_id), await orch.store.events(state.saga_id)
+
+    stored, events = run(work())
+    print_saga(stored, events, as_json=as_json)
+    status = EXECUTE_EXIT.get(stored.state.status, EXECUTE_NOT_AT_REST)
+    if status:
+        raise typer.Exit(status)
+
+
+def submit(
+    ctx: typer.Context, plan_file: PlanFile, saga_id: SagaIdOption = None, as_json: JsonFlag = False
+) -> None:
+    """Validate a plan and record it as a saga; a worker runs it. Prints the saga id."""
+    plan = parse_plan(read_plan(plan_file))
+
+    async def work() -> SagaState:
+        async with writing(settings_of(ctx), "submit") as orch:
+            return await orch.submit(plan, saga_id=saga_id)
+
+    state = run(work())
+    if as_json:
+        dump({"saga_id": state.saga_id, "status": state.status.value})
+    else:
+        out.print(state.saga_id)
+
+
+def worker(
+    ctx: typer.Context,
+    concurrency: Annotated[int, typer.Option(min=1, max=10_000, help="Sagas run at once.")] = 8,
+    lease_ttl: Annotated[
+        float, typer.Option(min=0.1, max=86_400, help="Lease length in seconds.", callback=finite)
+    ] = 30.0,
+    poll: Annotated[
+        float,
+        typer.Option(min=0.01, max=3600, help="Idle polling interval in seconds.", callback=finite),
+    ] = 0.5,
+    sweep_every: Annotated[
+        float, typer.Option(min=0.1, max=86_400, help="Seconds between sweeps.", callback=finite)
+    ] = 10.0,
+    until_idle: Annotated[
+        bool,
+        typer.Option(
+            "--until-idle", help="Exit once no saga is submitted, running or compensating."
+        ),
+    ] = False,
+    name: Annotated[
+        str | None,
+        typer.Option(help="Worker name in leases and events.", callback=bounded(MAX_NAME)),
+    ] = None,
+    migrate: Annotated[
+        bool, typer.Option("--migrate", help="Apply pending ledger migrations first.")
+    ] = False,
+    log_format: Annotated[
+        _progress.LogFormat,
+        typer.Option(help="text, or json: one JSON object per line (progress and logs)."),
+    ] = _progress.LogFormat.TEXT,
+    progress_every: Annotated[
+        float,
+        typer.Option(min=0.01, max=86_400, help="Seconds between progress lines.", callback=finite),
+    ] = 10.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Claim and run sagas until SIGTERM or SIGINT (then finish the calls in flight).
+
+    It says on stderr that it started (ledger, app, concurrency), how the work goes while
+    it changes (claimed, in flight, finished by status), and when it stopped.
+    """
+    settings = settings_of(ctx)
+    config = WorkerConfig(
+        concurrency=concurrency,
+        lease_ttl=lease_ttl,
+        poll_interval=poll,
+        sweep_interval=sweep_every,
+    )
+
+    async def work() -> dict[str, Any]:
+        options: dict[str, Any] = {"owner": name, "lease_ttl": lease_ttl}
+        async with writing(settings, "worker", migrate=migrate, **options) as orch:
+            runner = Worker(orch, config)
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, runner.stop)
+            _progress.started(runner, settings.ledger, settings.describe_app())
+            done = asyncio.Event()
+            progress = asyncio.create_task(_progress.report_progress(runner, progress_every, done))
+            try:
+                stats = await runner.run(until_idle=until_idle)
+            finally:
+                done.set()
+                await progress
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+            result = _progress.summary(runner, stats)
+            result["text"] = _progress.stopped(runner, result)
+            return result
+
+    with _progress.worker_logging(log_format):
+        result = run(work())
+    text = result.pop("text")
+    if as_json:
+        dump(result)
+    else:
+        out.print(Text(text))
+
+
+def sweep(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """Recover expired leases, expire overdue approvals, retry due dead letters: once."""
+
+    async def work() -> SweepReport:
+        async with writing(settings_of(ctx), "sweep") as orch:
+            return await Sweeper(orch).sweep()
+
+    report = run(work())
+    if as_json:
+        dump(report.__dict__)
+        return
+    out.print(
+        f"leases recovered: {len(report.leases_recovered)}; approvals expired: "
+        f"{len(report.approvals_expired)}; dead letters retried: "
+        f"{report.dead_letters_retried}, settled: {report.dead_letters_settled}"
+    )
+
+
+def migrate(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """Bring the ledger's schema up to date and say from which version to which.
+
+    PostgreSQL needs it after an upgrade; SQLite also migrates whenever it is opened."""
+    settings = settings_of(ctx)
+
+    check_ledger(settings, create=True)
+    before, after = run(migrate_ledger(settings.db))
+    if as_json:
+        dump({"ledger": settings.ledger, "from_version": before, "to_version": after})
+    elif before == after:
+        out.print(Text(f"ledger {settings.ledger}: schema version {after}, already up to date"))
+    else:
+        out.print(
+            Text(f"ledger {settings.ledger}: schema migrated from version {before} to {after}")
+        )

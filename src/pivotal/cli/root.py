@@ -1,0 +1,63 @@
+"""The global options every command reads: the ledger, the app, ``--version``."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated
+
+import typer
+
+from pivotal.cli._shared import Settings, out
+
+
+def pivotal_version() -> str:
+    try:
+        return version("pivotal")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        out.print(f"pivotal {pivotal_version()}")
+        raise typer.Exit()
+
+
+def options(
+    ctx: typer.Context,
+    db: Annotated[
+        str,
+        typer.Option(
+            "--db", envvar="PIVOTAL_DATABASE_URL", help="Ledger URL, e.g. sqlite:///pivotal.db."
+        ),
+    ] = "sqlite:///pivotal.db",
+    app: Annotated[
+        str | None,
+        typer.Option(
+            "--app",
+            envvar="PIVOTAL_APP",
+            help="Your catalogues as module:attribute. Commands that only read, validate, "
+            "plan (without --submit) and demo default to the bundled commerce example.",
+        ),
+    ] = None,
+    example_app: Annotated[
+        bool,
+        typer.Option(
+            "--example-app",
+            help="Use the bundled commerce example, on purpose, in a command that writes to "
+            "the ledger (submit, execute, worker, sweep, the decisions, plan --submit, "
+            "shadow run); without it they need --app or PIVOTAL_APP.",
+        ),
+    ] = False,
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_show_version, help="Print the version."),
+    ] = False,
+) -> None:
+    """Durable sagas for plans proposed by AI agents."""
+    if app and example_app:
+        raise typer.BadParameter(
+            "--example-app and --app (or PIVOTAL_APP) name two apps; give one",
+            param_hint="--example-app",
+        )
+    ctx.obj = Settings(db=db, app=app or None, example_app=example_app)
