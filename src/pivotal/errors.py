@@ -133,6 +133,18 @@ class VersionConflict(StoreError):
     code = "version_conflict"
 
 
+class LedgerNotFound(StoreError):
+    """No ledger exists at this address; it was not created."""
+
+    code = "ledger_not_found"
+
+
+class StoreUnreachable(StoreError):
+    """The ledger's server could not be reached, or refused the connection."""
+
+    code = "store_unreachable"
+
+
 class SchemaMismatch(StoreError):
     """The ledger's schema version is unknown to this version of Pivotal."""
 

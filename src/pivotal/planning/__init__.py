@@ -3,7 +3,13 @@
 Planners (rules, a router, OpenAI-compatible models, scripted proposals) return data; the
 loop validates every proposal, returns the errors for a re-plan, and escalates to a person
 when the cap is reached. Shadow mode scores planners on real requests without executing.
+
+Runs, attempts and escalations are kept by the store itself (``Store.record_run``,
+``escalate``, ``escalations``...). The model planner (``OpenAIPlanner``, ``OpenAIConfig``)
+is imported on first use, so that importing planning loads no HTTP client.
 """
+
+from typing import TYPE_CHECKING
 
 from pivotal.planning.base import (
     Attempt,
@@ -27,9 +33,9 @@ from pivotal.planning.errors import (
     RequestInvalid,
 )
 from pivotal.planning.escalations import resolve_escalation
-from pivotal.planning.ledger import PlanningLedger, planning_ledger
+from pivotal.planning.ledger import PlanningLedger as PlanningLedger  # compatibility
+from pivotal.planning.ledger import planning_ledger as planning_ledger  # compatibility
 from pivotal.planning.loop import plan_and_submit, propose_plan
-from pivotal.planning.openai import OpenAIConfig, OpenAIPlanner
 from pivotal.planning.records import (
     Escalation,
     EscalationStatus,
@@ -64,7 +70,6 @@ __all__ = [
     "PlannerReplyMalformed",
     "PlannerTurn",
     "PlannerUnavailable",
-    "PlanningLedger",
     "PlanningMode",
     "PlanningOutcome",
     "PlanningRun",
@@ -79,7 +84,6 @@ __all__ = [
     "commerce_rules",
     "plan_and_submit",
     "planner_from_spec",
-    "planning_ledger",
     "propose_plan",
     "read_requests",
     "render_catalogue",
@@ -87,3 +91,17 @@ __all__ = [
     "run_shadow",
     "shadow_report",
 ]
+
+if TYPE_CHECKING:
+    from pivotal.planning.openai import OpenAIConfig, OpenAIPlanner
+
+
+def __getattr__(name: str) -> object:
+    """The model planner, imported when first asked for (it needs an HTTP client)."""
+    if name in ("OpenAIConfig", "OpenAIPlanner"):
+        from pivotal.planning.openai import OpenAIConfig, OpenAIPlanner
+
+        found: object = OpenAIConfig if name == "OpenAIConfig" else OpenAIPlanner
+        globals()[name] = found
+        return found
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,69 +7,23 @@ data. It holds no reference to the orchestrator, the ledger or the services.
 
 from __future__ import annotations
 
-import re
-import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict
 
-from pivotal.plan import ActorType
 from pivotal.planning.render import CatalogueView
-from pivotal.validation import PlanError
 
-Scalar = str | int | float | bool | None
-
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-MAX_CONTEXT_FIELDS = 32
-MAX_CONTEXT_VALUE = 1000
-
-
-def new_request_id() -> str:
-    return f"req_{uuid.uuid4().hex[:16]}"
-
-
-class PlanRequest(BaseModel):
-    """What someone asked for: free text, plus structured fields from a trusted form or
-    system (order id, amount, customer tier...). The text is data, never authority."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    text: str = Field(default="", max_length=8000)
-    context: dict[str, Scalar] = Field(default_factory=dict)
-    catalogue: str | None = Field(default=None, min_length=1, max_length=128)
-    request_id: str = Field(default_factory=new_request_id, pattern=r"^[A-Za-z0-9_.:\-]{1,128}$")
-    source_document_id: str | None = Field(default=None, max_length=256)
-
-    @field_validator("context")
-    @classmethod
-    def _small_context(cls, value: dict[str, Scalar]) -> dict[str, Scalar]:
-        if len(value) > MAX_CONTEXT_FIELDS:
-            raise ValueError(f"at most {MAX_CONTEXT_FIELDS} context fields")
-        for key, item in value.items():
-            if not _KEY.match(key):
-                raise ValueError(f"context key {key!r} must be an identifier of 1-64 chars")
-            if isinstance(item, str) and len(item) > MAX_CONTEXT_VALUE:
-                raise ValueError(f"context field {key!r} is longer than {MAX_CONTEXT_VALUE}")
-        return value
-
-    def get(self, name: str) -> Scalar:
-        return self.context.get(name)
-
-
-class PlannerInfo(BaseModel):
-    """Who proposed: copied into the saga's provenance."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    actor_type: ActorType
-    actor_id: str = Field(min_length=1, max_length=200)
-    model: str | None = None
-    prompt_version: str | None = None
-
-    def label(self) -> str:
-        model = f" model={self.model}" if self.model else ""
-        return f"{self.actor_type.value}:{self.actor_id}{model}"
+# The records a planner reads and writes are the ledger's vocabulary: they live beside the
+# store (which keeps them without importing planning) and are re-exported here.
+from pivotal.store.planning_records import MAX_CONTEXT_FIELDS as MAX_CONTEXT_FIELDS
+from pivotal.store.planning_records import MAX_CONTEXT_VALUE as MAX_CONTEXT_VALUE
+from pivotal.store.planning_records import Attempt as Attempt
+from pivotal.store.planning_records import AttemptError as AttemptError
+from pivotal.store.planning_records import PlannerInfo as PlannerInfo
+from pivotal.store.planning_records import PlanRequest as PlanRequest
+from pivotal.store.planning_records import Scalar as Scalar
+from pivotal.store.planning_records import new_request_id as new_request_id
 
 
 class Proposal(BaseModel):
@@ -81,47 +35,6 @@ class Proposal(BaseModel):
     rationale: str = ""
     by: PlannerInfo
     raw: str | None = None  # the verbatim reply, kept for the record
-
-
-class AttemptError(BaseModel):
-    """One reason an attempt failed: a validator error or a planner failure."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    code: str
-    message: str
-    index: int | None = None
-    path: str | None = None
-    step: str | None = None
-
-    @classmethod
-    def from_plan_error(cls, error: PlanError) -> AttemptError:
-        return cls(
-            code=error.code.value,
-            message=error.message,
-            index=error.index,
-            path=error.path,
-            step=error.step,
-        )
-
-    def where(self) -> str:
-        return self.path or (f"step {self.index}" if self.index is not None else "plan")
-
-
-class Attempt(BaseModel):
-    """One proposal and its verdict."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    n: int = Field(ge=1)
-    by: PlannerInfo
-    plan: dict[str, Any] | None = None  # as proposed; None when the planner gave nothing usable
-    rationale: str = ""
-    errors: tuple[AttemptError, ...] = ()
-    accepted: bool = False
-    repeat_of: int | None = None  # the earlier rejected attempt this one repeated
-    raw_reply: str | None = None
-    at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,10 @@ from typing import TYPE_CHECKING
 
 from pivotal.errors import InvalidInput, PivotalError
 
+# Raised by the ledger when an escalation is closed; defined beside the store's records.
+from pivotal.store.planning_records import EscalationClosed as EscalationClosed
+from pivotal.store.planning_records import EscalationNotFound as EscalationNotFound
+
 if TYPE_CHECKING:
     from pivotal.planning.base import PlannerInfo
 
@@ -63,18 +67,6 @@ class PlannerConfigError(PivotalError):
     """The planner is not configured correctly."""
 
     code = "planner_config_invalid"
-
-
-class EscalationNotFound(PivotalError):
-    """No escalation with this id."""
-
-    code = "escalation_not_found"
-
-
-class EscalationClosed(PivotalError):
-    """The escalation was already resolved."""
-
-    code = "escalation_closed"
 
 
 class RequestInvalid(InvalidInput):

@@ -6,9 +6,9 @@ from pivotal.errors import InvalidInput
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import ActorType, Plan, Provenance
 from pivotal.planning.errors import EscalationClosed, EscalationNotFound
-from pivotal.planning.ledger import PlanningLedger, planning_ledger
 from pivotal.planning.records import Escalation, EscalationStatus
 from pivotal.state import SagaState
+from pivotal.store.base import Store
 
 
 async def resolve_escalation(
@@ -19,7 +19,7 @@ async def resolve_escalation(
     *,
     plan: Plan | None = None,
     run: bool = True,
-    ledger: PlanningLedger | None = None,
+    ledger: Store | None = None,
 ) -> tuple[Escalation, SagaState | None]:
     """Close an open escalation. With ``plan``, a person's own plan is validated and
     submitted first (as saga ``esc-{id}``, so a retry finds the same saga), recorded with
@@ -28,7 +28,7 @@ async def resolve_escalation(
     by = by.strip()
     if not by:
         raise InvalidInput("resolving an escalation needs the name of the person doing it")
-    ledger = ledger or planning_ledger(orchestrator.store)
+    ledger = ledger or orchestrator.store
     escalation = await ledger.escalation(escalation_id)
     if escalation is None:
         raise EscalationNotFound(f"no escalation {escalation_id}")
@@ -46,7 +46,7 @@ async def resolve_escalation(
         plan = plan.model_copy(update={"provenance": provenance})
         state = await orchestrator.submit(plan, saga_id=f"esc-{escalation_id}")
     resolution = note or ("settled with a plan of their own" if plan else "closed")
-    closed = await ledger.resolve(
+    closed = await ledger.close_escalation(
         escalation_id,
         by,
         resolution,

@@ -23,9 +23,9 @@ from pivotal.planning.base import (
     Proposal,
 )
 from pivotal.planning.errors import PlannerError
-from pivotal.planning.ledger import PlanningLedger, planning_ledger
 from pivotal.planning.records import PlanningMode, PlanningOutcome, PlanningRun, new_run_id
 from pivotal.planning.render import CatalogueView, render_catalogue
+from pivotal.store.base import Store
 from pivotal.validation import FactSource, validate
 
 DEFAULT_MAX_REPLANS = 2
@@ -217,17 +217,18 @@ async def plan_and_submit(
     max_replans: int = DEFAULT_MAX_REPLANS,
     run_id: str | None = None,
     saga_id: str | None = None,
-    ledger: PlanningLedger | None = None,
+    ledger: Store | None = None,
 ) -> PlanningRun:
     """Plan ``request`` with bounded re-planning; submit the accepted plan as a saga.
 
     When no proposal validates within ``1 + max_replans`` attempts, nothing is submitted:
     an escalation holding the request and every attempt is recorded for a person. Either
-    way the run and all its attempts are kept in the ledger. The saga is submitted, not
-    run: call ``orchestrator.run(run.saga_id)`` or let a worker pick it up.
+    way the run and all its attempts are kept in the ledger (``ledger``, by default the
+    orchestrator's store). The saga is submitted, not run: call
+    ``orchestrator.run(run.saga_id)`` or let a worker pick it up.
     """
     catalogue = resolve_catalogue(orchestrator.app, request.catalogue)
-    ledger = ledger or planning_ledger(orchestrator.store)
+    ledger = ledger or orchestrator.store
     run = await propose_plan(
         request,
         planner,

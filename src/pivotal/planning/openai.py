@@ -78,8 +78,9 @@ class OpenAIPlanner:
     """Asks a chat model for a plan; every failure to get one is a ``PlannerError``.
 
     Timeouts, connection failures and transient statuses (429, 5xx...) are retried with
-    backoff inside one attempt; other HTTP errors end the loop (asking again cannot help);
-    a reply that is not a JSON object is a failed attempt the model may fix on the next.
+    backoff inside one attempt. An endpoint that still cannot be connected to after those
+    retries, and other HTTP errors, end the loop (asking again cannot help); a reply that is
+    not a JSON object is a failed attempt the model may fix on the next.
     """
 
     def __init__(
@@ -119,11 +120,16 @@ class OpenAIPlanner:
         cfg = self.config
         headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
         problem = ""
+        unreachable = False  # the last try could not even connect
         async with httpx.AsyncClient(timeout=cfg.timeout, headers=headers) as client:
             for attempt in range(cfg.max_retries + 1):
                 wait: float | None = None
+                unreachable = False
                 try:
                     response = await client.post(cfg.url, json=body)
+                except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                    problem = f"cannot reach the endpoint ({type(exc).__name__}: {exc})"
+                    unreachable = True
                 except httpx.TimeoutException:
                     problem = f"no reply within {cfg.timeout:g}s"
                 except httpx.TransportError as exc:
@@ -139,8 +145,13 @@ class OpenAIPlanner:
                     wait = _retry_after(response)
                 if attempt < cfg.max_retries:
                     await self._sleep(wait if wait is not None else self._backoff(attempt))
+        # An endpoint nobody answers on stays so for the next attempt too: re-planning would
+        # only repeat every retry, so the loop is told to stop. One that answered (busy,
+        # overloaded, slow) may recover, and the next attempt asks it again.
         raise PlannerUnavailable(
-            f"{cfg.url}: {problem} (gave up after {cfg.max_retries + 1} tries)", by=self.info
+            f"{cfg.url}: {problem} (gave up after {cfg.max_retries + 1} tries)",
+            final=unreachable,
+            by=self.info,
         )
 
     def _backoff(self, attempt: int) -> float:

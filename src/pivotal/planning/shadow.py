@@ -15,10 +15,10 @@ from pivotal.clock import Clock, SystemClock
 from pivotal.errors import InvalidInput, PlanRejected
 from pivotal.planning.base import Planner, PlanRequest
 from pivotal.planning.errors import RequestInvalid
-from pivotal.planning.ledger import PlanningLedger
 from pivotal.planning.loop import DEFAULT_MAX_REPLANS, propose_plan, resolve_catalogue
 from pivotal.planning.records import PlanningMode, PlanningRun
 from pivotal.planning.render import render_catalogue
+from pivotal.store.base import Store
 
 
 def new_batch_id() -> str:
@@ -60,7 +60,7 @@ async def run_shadow(
     requests: Sequence[PlanRequest],
     planner: Planner,
     app: App,
-    ledger: PlanningLedger,
+    ledger: Store,
     *,
     max_replans: int = DEFAULT_MAX_REPLANS,
     batch_id: str | None = None,

@@ -9,7 +9,6 @@ from typing import Any
 from pivotal.planning.base import Planner
 from pivotal.planning.commerce import commerce_rules
 from pivotal.planning.errors import PlannerConfigError
-from pivotal.planning.openai import OpenAIConfig, OpenAIPlanner
 from pivotal.planning.router import RouterPlanner
 from pivotal.planning.rules import Rule, RulePlanner
 from pivotal.planning.scripted import ScriptedPlanner
@@ -42,11 +41,12 @@ def planner_from_spec(spec: str, env: Mapping[str, str] | None = None) -> Planne
     kind, _, rest = spec.partition(":")
     if kind == "rules":
         return load_rules(rest) if rest else RulePlanner(commerce_rules(), actor_id="rules")
-    if kind == "openai" and rest:
-        return OpenAIPlanner(OpenAIConfig.from_env(rest, env))
-    if kind == "router" and rest:
+    if kind in ("openai", "router") and rest:
+        # only a model planner needs an HTTP client: import it when one is asked for
+        from pivotal.planning.openai import OpenAIConfig, OpenAIPlanner
+
         model = OpenAIPlanner(OpenAIConfig.from_env(rest, env))
-        return RouterPlanner(RulePlanner(commerce_rules()), model)
+        return model if kind == "openai" else RouterPlanner(RulePlanner(commerce_rules()), model)
     if kind == "scripted" and rest:
         return ScriptedPlanner.from_file(rest)
     raise PlannerConfigError(f"unknown planner {spec!r}; use one of: {SPECS}")

@@ -1,4 +1,10 @@
-"""The store protocol: the only way the engine reaches the ledger."""
+"""The store protocol: the only way the engine, and planning, reach the ledger.
+
+One protocol for everything the ledger keeps: sagas with their steps, approvals, dead
+letters and events, and the planning records (runs with their attempts, and escalations),
+whose types live beside it in ``pivotal.store.planning_records``. The store never imports
+``pivotal.planning``; planning builds on the store.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,12 @@ from typing import Protocol, Self
 
 from pivotal.plan import Plan, Provenance
 from pivotal.state import ApprovalRecord, Event, SagaState, SagaStatus
+from pivotal.store.planning_records import (
+    Escalation,
+    EscalationStatus,
+    PlanningMode,
+    PlanningRun,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +78,9 @@ class Store(Protocol):
     A lease is exclusive: ``claim`` never re-enters a lease that is held, whoever holds it,
     and each acquisition gets a new epoch. Each claim counts a pass; a commit (progress) or
     a release after a pass that ended well resets the count.
+
+    Planning records share the ledger, and its transactions, with the sagas: a run is kept
+    with all its attempts at once, and a run with its escalation.
     """
 
     async def open(self) -> None: ...
@@ -133,3 +148,46 @@ class Store(Protocol):
     async def dead_letters(
         self, status: str | None = "open", *, due_by: float | None = None, id: int | None = None
     ) -> list[DeadLetter]: ...
+
+    # -- planning records -------------------------------------------------------------------
+
+    async def record_run(self, run: PlanningRun) -> None:
+        """Keep a planning run and all its attempts. Recording the very same run again (a
+        retry whose first try landed) changes nothing; another run under its id is refused
+        with ``StoreError``."""
+        ...
+
+    async def escalate(self, run: PlanningRun, reason: str, at: float) -> Escalation:
+        """Keep a run and open an escalation for it, in one transaction; idempotent like
+        ``record_run``."""
+        ...
+
+    async def runs(
+        self, mode: PlanningMode, batch_id: str | None = None, limit: int = 10_000
+    ) -> list[PlanningRun]:
+        """Planning runs of ``mode`` (of one batch when given), oldest first."""
+        ...
+
+    async def latest_batch(self, mode: PlanningMode = PlanningMode.SHADOW) -> str | None:
+        """The batch id of the latest run of ``mode`` that has one."""
+        ...
+
+    async def escalations(
+        self, status: EscalationStatus | None = EscalationStatus.OPEN, limit: int = 100
+    ) -> list[Escalation]:
+        """Escalations (of every status when ``status`` is None), newest first."""
+        ...
+
+    async def escalation(self, escalation_id: int) -> Escalation | None: ...
+
+    async def close_escalation(
+        self,
+        escalation_id: int,
+        by: str,
+        resolution: str,
+        at: float,
+        saga_id: str | None = None,
+    ) -> Escalation:
+        """Close an open escalation; raise ``EscalationClosed`` if it is closed already and
+        ``EscalationNotFound`` if there is none with that id."""
+        ...

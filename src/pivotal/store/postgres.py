@@ -9,23 +9,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import os
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from pivotal.errors import LeaseLost, SchemaMismatch, StoreError
+from pivotal.errors import LeaseLost, SchemaMismatch, StoreError, StoreUnreachable
 from pivotal.state import Event, SagaState
+from pivotal.store import queries as q
+from pivotal.store.primitives import BatchResult, Fetch, Row, Stmt
 from pivotal.store.schema import POSTGRES_MIGRATIONS
-from pivotal.store.sql import BatchResult, Fetch, Row, SQLStore, Stmt
+from pivotal.store.sql import SQLStore
 
 T = TypeVar("T")
 log = logging.getLogger("pivotal.store.postgres")
-CHANNEL = "pivotal_work"
+CHANNEL = q.PG_WORK_CHANNEL
 _MIGRATION_LOCK = 0x70697674  # advisory lock key: one migrator at a time
+CONNECT_TIMEOUT = 5  # seconds to reach the server, unless the URL says connect_timeout
+_SERVER = re.compile(r"connection to server (?:at|on) .*? failed: (.*)$")
+_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
 
 
 def _pg(sql: str) -> str:
@@ -33,6 +42,44 @@ def _pg(sql: str) -> str:
 
 
 Conn = psycopg.AsyncConnection[Any]
+
+
+def _url_params(url: str) -> dict[str, Any]:
+    """The URL's connection parameters; a malformed URL is refused here, before any try."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        reason = _PASSWORD.sub(r"\1***@", " ".join(str(exc).split()))
+        raise StoreError(f"invalid PostgreSQL ledger URL: {reason}") from None
+    for port in str(params.get("port") or "").split(","):
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise StoreError(f"invalid PostgreSQL ledger URL: port {port!r} is not a port number")
+    return params
+
+
+def _target(params: Mapping[str, Any]) -> str:
+    """Host, port and database a connection goes to, libpq's defaults filled in."""
+    env = os.environ
+    host = params.get("host") or params.get("hostaddr") or env.get("PGHOST") or "localhost"
+    port = params.get("port") or env.get("PGPORT") or "5432"
+    user = params.get("user") or env.get("PGUSER")
+    if not user:
+        with contextlib.suppress(Exception):
+            user = getpass.getuser()
+    database = params.get("dbname") or env.get("PGDATABASE") or user or "(default)"
+    return f"host {host}, port {port}, database {database}"
+
+
+def _reason(exc: BaseException) -> str:
+    """The server's (or the network's) own reason for a failed connection, on one line."""
+    lines = str(exc).strip().splitlines()
+    first = lines[0].strip() if lines else type(exc).__name__
+    found = _SERVER.search(first)
+    reason = found.group(1) if found else first
+    for prefix in ("connection failed: ", "connection is bad: "):
+        reason = reason.removeprefix(prefix)
+    reason = re.sub(r"^(?:FATAL|ERROR):\s*", "", reason)
+    return " ".join(reason.split()) or type(exc).__name__
 
 
 async def _stepwise(conn: Conn, stmts: Sequence[Stmt]) -> BatchResult:
@@ -84,9 +131,15 @@ async def _pipelined(conn: Conn, stmts: Sequence[Stmt]) -> BatchResult:
 
 class PostgresStore(SQLStore):
     """A ledger in PostgreSQL. ``migrate=True`` applies pending migrations on open;
-    otherwise an out-of-date schema is refused with a clear message."""
+    otherwise an out-of-date schema is refused with a clear message.
 
-    skip_locked = " FOR UPDATE SKIP LOCKED"
+    A malformed URL is refused when the store is made (``StoreError``). Opening connects
+    once before the pool starts: a server that cannot be reached, or that refuses the
+    connection, fails at once with ``StoreUnreachable`` naming host, port, database and the
+    reason given (within ``connect_timeout`` seconds: the URL's, else ``CONNECT_TIMEOUT``).
+    """
+
+    dialect = q.POSTGRES
 
     def __init__(
         self,
@@ -97,15 +150,20 @@ class PostgresStore(SQLStore):
         max_size: int = 10,
         attempts: int = 3,
     ) -> None:
+        params = _url_params(url)  # a malformed URL fails here, at once
         self.url = url
         self.auto_migrate = migrate
         self.attempts = attempts
+        self.target = _target(params)
+        self._connect: dict[str, Any] = (
+            {} if params.get("connect_timeout") else {"connect_timeout": CONNECT_TIMEOUT}
+        )
         self._pool = AsyncConnectionPool(
             url,
             min_size=min_size,
             max_size=max_size,
             open=False,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, **self._connect},
             name="pivotal",
         )
         self._listener: psycopg.AsyncConnection[Any] | None = None
@@ -115,13 +173,30 @@ class PostgresStore(SQLStore):
 
     # -- lifecycle ----------------------------------------------------------------------
 
+    def _unreachable(self, reason: str) -> StoreUnreachable:
+        return StoreUnreachable(
+            f"cannot connect to the PostgreSQL ledger at {self.target}: {reason}"
+        )
+
+    async def _probe(self) -> None:
+        """Connect once, so that a server that cannot be reached (or refuses us) fails at
+        once with its own reason, instead of the pool retrying it until its timeout."""
+        try:
+            conn = await psycopg.AsyncConnection.connect(self.url, **self._connect)
+        except psycopg.Error as exc:
+            raise self._unreachable(_reason(exc)) from None
+        await conn.close()
+
     async def open(self) -> None:
+        await self._probe()
         try:
             await self._pool.open(wait=True, timeout=15)
+        except PoolTimeout as exc:  # the server went away since the probe
+            await self._pool.close()
+            raise self._unreachable(_reason(exc)) from exc
         except psycopg.Error as exc:
+            await self._pool.close()
             raise self._error(exc) from exc
-        except Exception as exc:  # the pool's own timeout error
-            raise StoreError(f"postgres ledger unreachable: {exc}") from exc
         try:
             if self.auto_migrate:
                 await self.migrate()
@@ -145,12 +220,10 @@ class PostgresStore(SQLStore):
         await self.close()
 
     async def schema_version(self) -> int:
-        found = await self._fetch("SELECT to_regclass('schema_version') IS NOT NULL")
+        found = await self._fetch(self.dialect.schema_exists)
         if not found[0][0]:
             return 0
-        return int(
-            (await self._fetch("SELECT COALESCE(MAX(version), 0) FROM schema_version"))[0][0]
-        )
+        return int((await self._fetch(q.SCHEMA_VERSION))[0][0])
 
     async def check_schema(self) -> None:
         current, known = await self.schema_version(), len(POSTGRES_MIGRATIONS)
@@ -170,12 +243,9 @@ class PostgresStore(SQLStore):
         known = len(POSTGRES_MIGRATIONS)
         try:
             async with self._pool.connection() as conn, conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                await conn.execute(
-                    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
-                    "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-                )
-                cur = await conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version")
+                await conn.execute(_pg(q.PG_MIGRATION_LOCK), (_MIGRATION_LOCK,))
+                await conn.execute(self.dialect.create_schema_version)
+                cur = await conn.execute(q.SCHEMA_VERSION)
                 row = await cur.fetchone()
                 current = int(row[0]) if row else 0
                 if current > known:
@@ -187,22 +257,16 @@ class PostgresStore(SQLStore):
                     for statement in POSTGRES_MIGRATIONS[version - 1].split(";"):
                         if statement.strip():
                             await conn.execute(statement)
-                    await conn.execute(
-                        "INSERT INTO schema_version (version) VALUES (%s)", (version,)
-                    )
+                    await conn.execute(_pg(q.RECORD_SCHEMA_VERSION), (version,))
         except psycopg.Error as exc:
             raise self._error(exc) from exc
         return current, known
 
     async def truncate(self) -> None:
         """Delete every saga and record, keeping the schema (for tests and resets)."""
-        found = await self._fetch(
-            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
-            "AND tablename <> 'schema_version'"
-        )
+        found = await self._fetch(q.PG_USER_TABLES)
         if found:
-            tables = ", ".join(str(r[0]) for r in found)
-            await self._batch([Stmt(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")])
+            await self._batch([Stmt(q.pg_truncate([str(r[0]) for r in found]))])
 
     # -- primitives ---------------------------------------------------------------------
 
@@ -236,7 +300,7 @@ class PostgresStore(SQLStore):
     @asynccontextmanager
     async def _snapshot(self) -> AsyncIterator[Fetch]:
         async with self._pool.connection() as conn:
-            await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            await conn.execute(self.dialect.begin_read)
             try:
 
                 async def fetch(sql: str, params: Sequence[Any]) -> list[Row]:
@@ -245,7 +309,7 @@ class PostgresStore(SQLStore):
 
                 yield fetch
             finally:
-                await conn.execute("COMMIT")
+                await conn.execute(q.COMMIT)
 
     async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """One statement is its own snapshot: no transaction needed."""
@@ -265,20 +329,10 @@ class PostgresStore(SQLStore):
         return await self._retry(once)
 
     def _notify(self, saga_id: str) -> list[Stmt]:
-        return [
-            Stmt(
-                "SELECT pg_notify(?, saga_id) FROM sagas WHERE saga_id = ? AND "
-                "status IN ('submitted', 'running', 'compensating')",
-                (CHANNEL, saga_id),
-            )
-        ]
+        return [Stmt(q.PG_NOTIFY_WORK, (CHANNEL, saga_id))]
 
     async def _landed(self, after: SagaState, events: Sequence[Event], epoch: int | None) -> bool:
-        found = await self._fetch(
-            "SELECT s.version, s.lease_epoch, e.type, e.at FROM sagas s JOIN events e "
-            "ON e.saga_id = s.saga_id AND e.seq = s.version WHERE s.saga_id = ?",
-            (after.saga_id,),
-        )
+        found = await self._fetch(q.PG_LANDED, (after.saga_id,))
         if not found or not events:
             return False
         version, lease_epoch, kind, at = found[0]
@@ -292,8 +346,10 @@ class PostgresStore(SQLStore):
     async def wait_for_work(self, seconds: float) -> None:
         try:
             if self._listener is None or self._listener.closed:
-                self._listener = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-                await self._listener.execute(f"LISTEN {CHANNEL}")
+                self._listener = await psycopg.AsyncConnection.connect(
+                    self.url, autocommit=True, **self._connect
+                )
+                await self._listener.execute(q.PG_LISTEN)
             async for _ in self._listener.notifies(timeout=seconds, stop_after=1):
                 return
         except psycopg.Error as exc:

@@ -1,4 +1,5 @@
-"""Converting records to and from SQL rows; shared by the SQL stores."""
+"""Converting records to and from SQL rows; shared by the SQL stores. The rows' columns,
+and every statement, are named in ``pivotal.store.queries``."""
 
 from __future__ import annotations
 
@@ -18,15 +19,7 @@ from pivotal.state import (
     StepStatus,
     UndoStatus,
 )
-
-STEP_COLUMNS = (
-    "saga_id, idx, name, kind, grp, status, attempts, result, error, next_attempt_at, seq, "
-    "undo_status, undo_attempts, undo_error, undo_next_attempt_at"
-)
-APPROVAL_COLUMNS = (
-    "saga_id, step, status, reason, rationale, requested_at, expires_at, decided_at, approver, note"
-)
-EVENT_COLUMNS = "saga_id, seq, type, step, attempt, at, data, provenance_ref"
+from pivotal.store import queries as q
 
 
 def dumps(value: Any) -> str:
@@ -121,12 +114,6 @@ def event_from_row(row: Any) -> Event:
     )
 
 
-SAGA_COLUMNS = (
-    "saga_id, catalogue, plan_digest, provenance_ref, status, reason, version, outcomes, "
-    "created_at, updated_at"
-)
-
-
 def saga_from_row(row: Any, steps: list[StepRecord], approval: ApprovalRecord | None) -> SagaState:
     return SagaState(
         saga_id=row[0],
@@ -146,30 +133,6 @@ def saga_from_row(row: Any, steps: list[StepRecord], approval: ApprovalRecord | 
 
 def changed_steps(before: SagaState, after: SagaState) -> list[StepRecord]:
     return [b for a, b in zip(before.steps, after.steps, strict=True) if a != b]
-
-
-# Dead letters follow their step's undo status. SQL uses "?" placeholders; a backend with
-# another paramstyle translates them.
-DEAD_LETTER_UPSERT = (
-    "INSERT INTO dead_letters (saga_id, step, step_name, undo_key, error, attempts, status, "
-    "created_at, next_retry_at) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?) "
-    "ON CONFLICT (undo_key) DO UPDATE SET error = excluded.error, "
-    "attempts = excluded.attempts, status = 'open', retries = dead_letters.retries + 1, "
-    "next_retry_at = excluded.next_retry_at"
-)
-DEAD_LETTER_SETTLE = (
-    "UPDATE dead_letters SET status = 'resolved', resolved_at = ?, resolution = ?, "
-    "next_retry_at = NULL WHERE undo_key = ? AND status = 'open'"
-)
-DEAD_LETTER_COLUMNS = (
-    "id, saga_id, step, step_name, undo_key, error, attempts, status, created_at, retries, "
-    "next_retry_at, resolved_at, resolution"
-)
-RUNNABLE = (
-    "((status IN ('submitted', 'running', 'compensating') AND (wake_at IS NULL OR wake_at <= ?))"
-    " OR (status = 'awaiting_approval' AND wake_at <= ?))"
-    " AND (lease_owner IS NULL OR lease_expires_at < ?)"
-)
 
 
 def dead_letter_changes(
@@ -192,21 +155,9 @@ def dead_letter_changes(
                 e.at,
                 e.data.get("next_retry_at"),
             )
-            out.append((DEAD_LETTER_UPSERT, params))
+            out.append((q.UPSERT_DEAD_LETTER, params))
         elif e.type is EventType.UNDO_SUCCEEDED:
-            out.append((DEAD_LETTER_SETTLE, (e.at, "the undo succeeded", key)))
+            out.append((q.SETTLE_DEAD_LETTER, (e.at, "the undo succeeded", key)))
         elif e.type is EventType.DEAD_LETTER_RESOLVED:
-            out.append((DEAD_LETTER_SETTLE, (e.at, str(e.data.get("reason")), key)))
+            out.append((q.SETTLE_DEAD_LETTER, (e.at, str(e.data.get("reason")), key)))
     return out
-
-
-def dead_letter_filter(
-    status: str | None, due_by: float | None, id: int | None
-) -> tuple[str, tuple[Any, ...]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    for clause, value in (("status = ?", status), ("next_retry_at <= ?", due_by), ("id = ?", id)):
-        if value is not None:
-            clauses.append(clause)
-            params.append(value)
-    return ("WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)

@@ -1,8 +1,9 @@
 """Planning runs, their attempts and escalations, in any SQL ledger.
 
-Written once over ``SQLStore``'s primitives (``_batch`` for one write transaction,
-``_reading`` for one snapshot), so planning records share the ledger the sagas are in, and
-its transactions, on every backend.
+Part of every ``SQLStore`` (SQLite and PostgreSQL alike), written once over the backend
+primitives (``_batch`` for one write transaction, ``_reading`` for one snapshot), so
+planning records share the ledger the sagas are in, and its transactions. The records are
+the store's own (``pivotal.store.planning_records``); nothing here imports planning.
 """
 
 from __future__ import annotations
@@ -14,45 +15,21 @@ from typing import Any
 
 from pivotal.errors import StoreError
 from pivotal.plan import Plan
-from pivotal.planning.base import Attempt, AttemptError, PlannerInfo, PlanRequest
-from pivotal.planning.errors import EscalationClosed, EscalationNotFound
-from pivotal.planning.records import (
+from pivotal.store import queries as q
+from pivotal.store.planning_records import (
+    Attempt,
+    AttemptError,
     Escalation,
+    EscalationClosed,
+    EscalationNotFound,
     EscalationStatus,
+    PlannerInfo,
     PlanningMode,
     PlanningOutcome,
     PlanningRun,
+    PlanRequest,
 )
-from pivotal.store.sql import Fetch, Row, SQLStore, Stmt
-
-RUN_COLUMNS = (
-    "run_id, mode, batch_id, request_id, request, catalogue, planner, outcome, attempts, "
-    "plan, saga_id, created_at"
-)
-ATTEMPT_COLUMNS = (
-    "run_id, n, actor_type, actor_id, model, prompt_version, plan, rationale, errors, "
-    "accepted, repeat_of, raw_reply, at"
-)
-ESCALATION_COLUMNS = (
-    "id, run_id, status, reason, created_at, resolved_at, resolved_by, resolution, saga_id"
-)
-_RUNS = ", ".join(f"r.{c.strip()}" for c in RUN_COLUMNS.split(","))
-_ESCALATIONS = ", ".join(f"e.{c.strip()}" for c in ESCALATION_COLUMNS.split(","))
-
-RUN_INSERT = (
-    f"INSERT INTO planning_runs ({RUN_COLUMNS}, seq) VALUES ({', '.join('?' * 12)}, "
-    "(SELECT COALESCE(MAX(seq), 0) + 1 FROM planning_runs))"
-)
-ATTEMPT_INSERT = f"INSERT INTO planning_attempts ({ATTEMPT_COLUMNS}) VALUES ({', '.join('?' * 13)})"
-ESCALATION_INSERT = (
-    "INSERT INTO escalations (run_id, status, reason, created_at) VALUES (?, ?, ?, ?) RETURNING id"
-)
-ESCALATION_CLOSE = (
-    "UPDATE escalations SET status = ?, resolved_at = ?, resolved_by = ?, resolution = ?, "
-    "saga_id = ? WHERE id = ? AND status = ?"
-)
-RUN_ORDER = "r.created_at, r.seq, r.run_id"  # oldest first, then in the order recorded
-ESCALATION_ORDER = "e.created_at DESC, e.id DESC"  # newest first
+from pivotal.store.primitives import Fetch, Row, SQLPrimitives, Stmt
 
 
 def _dumps(value: Any) -> str:
@@ -60,6 +37,7 @@ def _dumps(value: Any) -> str:
 
 
 def _attempt(row: Row) -> Attempt:
+    """An attempt from its ``ATTEMPT_COLUMNS`` row."""
     return Attempt(
         n=row[1],
         by=PlannerInfo.model_validate(
@@ -93,24 +71,31 @@ def _run(row: Row, attempts: Sequence[Attempt], escalation_id: int | None) -> Pl
     )
 
 
-async def _attempts(fetch: Fetch, runs: str, params: Sequence[Any]) -> dict[str, list[Attempt]]:
-    """The attempts of the runs whose ids ``runs`` (a subquery) selects, per run, in order."""
-    found = await fetch(
-        f"SELECT {ATTEMPT_COLUMNS} FROM planning_attempts WHERE run_id IN ({runs}) "
-        "ORDER BY run_id, n",
-        params,
+def _escalation(row: Row, attempts: Sequence[Attempt]) -> Escalation:
+    """An escalation from its ``ESCALATION_COLUMNS`` row followed by its run's row."""
+    return Escalation(
+        id=row[0],
+        run=_run(row[9:], attempts, row[0]),
+        status=EscalationStatus(row[2]),
+        reason=row[3],
+        created_at=row[4],
+        resolved_at=row[5],
+        resolved_by=row[6],
+        resolution=row[7],
+        saga_id=row[8],
     )
+
+
+async def _attempts(fetch: Fetch, sql: str, params: Sequence[Any]) -> dict[str, list[Attempt]]:
+    """Attempts read by ``sql`` (one of a ``Selection``), per run, in order."""
     out: dict[str, list[Attempt]] = defaultdict(list)
-    for row in found:
+    for row in await fetch(sql, params):
         out[row[0]].append(_attempt(row))
     return out
 
 
-class SQLPlanningLedger:
-    """Planning records next to the sagas, in the same SQL ledger (SQLite or PostgreSQL)."""
-
-    def __init__(self, store: SQLStore) -> None:
-        self.store = store
+class SQLPlanning(SQLPrimitives):
+    """The planning operations of the ``Store`` protocol, over the SQL primitives."""
 
     # -- writes -------------------------------------------------------------------------
 
@@ -119,7 +104,7 @@ class SQLPlanningLedger:
         """The statements that keep ``run`` and its attempts (part of one transaction)."""
         stmts = [
             Stmt(
-                RUN_INSERT,
+                q.INSERT_RUN,
                 (
                     run.run_id,
                     run.mode.value,
@@ -155,14 +140,14 @@ class SQLPlanningLedger:
                 )
                 for a in run.attempts
             ]
-            stmts.append(Stmt(ATTEMPT_INSERT, attempts, many=True))
+            stmts.append(Stmt(q.INSERT_ATTEMPT, attempts, many=True))
         return stmts
 
     async def record_run(self, run: PlanningRun) -> None:
         """Keep ``run``; recording the very same run again (a retry whose first try landed
         before the link dropped) changes nothing, another run under its id is refused."""
         try:
-            await self.store._batch(self.run_statements(run))
+            await self._batch(self.run_statements(run))
         except StoreError:
             if not await self._recorded(run):
                 raise
@@ -170,16 +155,16 @@ class SQLPlanningLedger:
     async def escalate(self, run: PlanningRun, reason: str, at: float) -> Escalation:
         """Keep ``run`` with an open escalation; idempotent like ``record_run``."""
         opened = Stmt(
-            ESCALATION_INSERT,
+            q.INSERT_ESCALATION,
             (run.run_id, EscalationStatus.OPEN.value, reason, at),
             returning=True,
         )
         try:
-            result = await self.store._batch([*self.run_statements(run), opened])
+            result = await self._batch([*self.run_statements(run), opened])
         except StoreError:
             if not await self._recorded(run):
                 raise
-            found = await self._escalations("WHERE e.run_id = ?", (run.run_id,))
+            found = await self._escalations(q.ESCALATION_OF_RUN, (run.run_id,))
             if not found:
                 raise
             return found[0]
@@ -194,10 +179,7 @@ class SQLPlanningLedger:
 
     async def _recorded(self, run: PlanningRun) -> bool:
         """Whether the ledger already holds this very run (not just its id)."""
-        found = await self.store._fetch(
-            "SELECT request, outcome, attempts, created_at FROM planning_runs WHERE run_id = ?",
-            (run.run_id,),
-        )
+        found = await self._fetch(q.SELECT_RUN_IDENTITY, (run.run_id,))
         return bool(found) and tuple(found[0]) == (
             run.request.model_dump_json(),
             run.outcome.value,
@@ -205,7 +187,7 @@ class SQLPlanningLedger:
             run.created_at,
         )
 
-    async def resolve(
+    async def close_escalation(
         self,
         escalation_id: int,
         by: str,
@@ -215,11 +197,9 @@ class SQLPlanningLedger:
     ) -> Escalation:
         resolved, open_ = EscalationStatus.RESOLVED.value, EscalationStatus.OPEN.value
         params = (resolved, at, by, resolution, saga_id, escalation_id, open_)
-        closed = await self.store._batch([Stmt(ESCALATION_CLOSE, params, guard=True)])
+        closed = await self._batch([Stmt(q.CLOSE_ESCALATION, params, guard=True)])
         if closed.stopped:  # no open escalation with that id: say why
-            found = await self.store._fetch(
-                "SELECT status FROM escalations WHERE id = ?", (escalation_id,)
-            )
+            found = await self._fetch(q.SELECT_ESCALATION_STATUS, (escalation_id,))
             if not found:
                 raise EscalationNotFound(f"no escalation {escalation_id}")
             raise EscalationClosed(f"escalation {escalation_id} is already {found[0][0]}")
@@ -232,67 +212,38 @@ class SQLPlanningLedger:
     async def runs(
         self, mode: PlanningMode, batch_id: str | None = None, limit: int = 10_000
     ) -> list[PlanningRun]:
-        where, params = "WHERE r.mode = ?", [mode.value]
-        if batch_id is not None:
-            where += " AND r.batch_id = ?"
-            params.append(batch_id)
-        chosen = f"FROM planning_runs r {where} ORDER BY {RUN_ORDER} LIMIT ?"
+        chosen, params = (
+            (q.RUNS, (mode.value, limit))
+            if batch_id is None
+            else (q.RUNS_OF_BATCH, (mode.value, batch_id, limit))
+        )
 
         async def read(fetch: Fetch) -> list[PlanningRun]:
-            found = await fetch(
-                f"SELECT {_RUNS}, e.id FROM planning_runs r "
-                f"LEFT JOIN escalations e ON e.run_id = r.run_id {where} "
-                f"ORDER BY {RUN_ORDER} LIMIT ?",
-                (*params, limit),
-            )
-            attempts = await _attempts(fetch, f"SELECT r.run_id {chosen}", (*params, limit))
+            found = await fetch(chosen.rows, params)
+            attempts = await _attempts(fetch, chosen.attempts, params)
             return [_run(r, attempts[r[0]], r[12]) for r in found]
 
-        return await self.store._reading(read)
+        return await self._reading(read)
 
     async def latest_batch(self, mode: PlanningMode = PlanningMode.SHADOW) -> str | None:
-        found = await self.store._fetch(
-            "SELECT batch_id FROM planning_runs WHERE mode = ? AND batch_id IS NOT NULL "
-            "ORDER BY created_at DESC, seq DESC, run_id DESC LIMIT 1",
-            (mode.value,),
-        )
+        found = await self._fetch(q.LATEST_BATCH, (mode.value,))
         return None if not found else str(found[0][0])
 
-    async def _escalations(self, where: str, params: Sequence[Any]) -> list[Escalation]:
-        """Escalations chosen by ``where`` (on ``escalations e``, with its ORDER/LIMIT)."""
-
+    async def _escalations(self, chosen: q.Selection, params: Sequence[Any]) -> list[Escalation]:
         async def read(fetch: Fetch) -> list[Escalation]:
-            found = await fetch(
-                f"SELECT {_ESCALATIONS}, {_RUNS} FROM escalations e "
-                f"JOIN planning_runs r ON r.run_id = e.run_id {where}",
-                params,
-            )
-            attempts = await _attempts(fetch, f"SELECT e.run_id FROM escalations e {where}", params)
-            return [
-                Escalation(
-                    id=row[0],
-                    run=_run(row[9:], attempts[row[1]], row[0]),
-                    status=EscalationStatus(row[2]),
-                    reason=row[3],
-                    created_at=row[4],
-                    resolved_at=row[5],
-                    resolved_by=row[6],
-                    resolution=row[7],
-                    saga_id=row[8],
-                )
-                for row in found
-            ]
+            found = await fetch(chosen.rows, params)
+            attempts = await _attempts(fetch, chosen.attempts, params)
+            return [_escalation(row, attempts[row[1]]) for row in found]
 
-        return await self.store._reading(read)
+        return await self._reading(read)
 
     async def escalations(
         self, status: EscalationStatus | None = EscalationStatus.OPEN, limit: int = 100
     ) -> list[Escalation]:
-        where, params = ("WHERE e.status = ?", (status.value,)) if status else ("", ())
-        return await self._escalations(
-            f"{where} ORDER BY {ESCALATION_ORDER} LIMIT ?", (*params, limit)
-        )
+        if status is None:
+            return await self._escalations(q.ESCALATIONS, (limit,))
+        return await self._escalations(q.ESCALATIONS_WITH_STATUS, (status.value, limit))
 
     async def escalation(self, escalation_id: int) -> Escalation | None:
-        found = await self._escalations("WHERE e.id = ?", (escalation_id,))
+        found = await self._escalations(q.ESCALATION, (escalation_id,))
         return found[0] if found else None

@@ -19,6 +19,12 @@ from pivotal.errors import StoreError
 from pivotal.plan import Plan, Provenance
 from pivotal.state import Event, SagaState, SagaStatus
 from pivotal.store.base import DeadLetter, PendingApproval, SagaSummary, Store, StoredSaga
+from pivotal.store.planning_records import (
+    Escalation,
+    EscalationStatus,
+    PlanningMode,
+    PlanningRun,
+)
 from pivotal.testing.chaos import LedgerFactory
 
 _GROUP_WINDOW = 3  # loop turns a lost transaction waits for commits queued with it
@@ -149,6 +155,38 @@ class FlakyStore:
         self, status: str | None = "open", *, due_by: float | None = None, id: int | None = None
     ) -> list[DeadLetter]:
         return await self.inner.dead_letters(status, due_by=due_by, id=id)
+
+    async def record_run(self, run: PlanningRun) -> None:
+        await self.inner.record_run(run)
+
+    async def escalate(self, run: PlanningRun, reason: str, at: float) -> Escalation:
+        return await self.inner.escalate(run, reason, at)
+
+    async def runs(
+        self, mode: PlanningMode, batch_id: str | None = None, limit: int = 10_000
+    ) -> list[PlanningRun]:
+        return await self.inner.runs(mode, batch_id, limit)
+
+    async def latest_batch(self, mode: PlanningMode = PlanningMode.SHADOW) -> str | None:
+        return await self.inner.latest_batch(mode)
+
+    async def escalations(
+        self, status: EscalationStatus | None = EscalationStatus.OPEN, limit: int = 100
+    ) -> list[Escalation]:
+        return await self.inner.escalations(status, limit)
+
+    async def escalation(self, escalation_id: int) -> Escalation | None:
+        return await self.inner.escalation(escalation_id)
+
+    async def close_escalation(
+        self,
+        escalation_id: int,
+        by: str,
+        resolution: str,
+        at: float,
+        saga_id: str | None = None,
+    ) -> Escalation:
+        return await self.inner.close_escalation(escalation_id, by, resolution, at, saga_id)
 
 
 class FlakyLedger:

@@ -1,5 +1,5 @@
-"""The planning ledger itself, on every backend: what a write keeps, in one transaction, and
-what closing an escalation allows."""
+"""Planning records in the store, on every backend: what a write keeps, in one transaction,
+and what closing an escalation allows."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pivotal.planning import (
     EscalationClosed,
     EscalationNotFound,
     EscalationStatus,
-    PlanningLedger,
     PlanningMode,
     PlanningOutcome,
     PlanningRun,
@@ -20,6 +19,7 @@ from pivotal.planning import (
     ScriptedPlanner,
     propose_plan,
 )
+from pivotal.store import Store
 
 REQUEST = PlanRequest(text="ship it", context={"order_id": "4471"}, catalogue="fulfilment")
 CREDIT = {"steps": [{"name": "apply_goodwill_credit", "args": {"order_id": "4471"}}]}
@@ -32,9 +32,7 @@ async def rejected(app, clock: FakeClock, run_id: str) -> PlanningRun:
     return run.model_copy(update={"mode": PlanningMode.LIVE, "outcome": PlanningOutcome.ESCALATED})
 
 
-async def test_an_escalation_keeps_its_run_and_every_attempt(
-    ledger: PlanningLedger, app, clock
-) -> None:
+async def test_an_escalation_keeps_its_run_and_every_attempt(ledger: Store, app, clock) -> None:
     run = await rejected(app, clock, "run-1")
     opened = await ledger.escalate(run, "nothing fits", clock.now())
 
@@ -46,9 +44,7 @@ async def test_an_escalation_keeps_its_run_and_every_attempt(
     assert await ledger.escalation(opened.id + 1) is None
 
 
-async def test_a_run_and_its_escalation_are_one_transaction(
-    ledger: PlanningLedger, app, clock
-) -> None:
+async def test_a_run_and_its_escalation_are_one_transaction(ledger: Store, app, clock) -> None:
     run = await rejected(app, clock, "run-1")
     await ledger.record_run(run)
     with pytest.raises(StoreError):
@@ -57,9 +53,7 @@ async def test_a_run_and_its_escalation_are_one_transaction(
     assert await ledger.runs(PlanningMode.LIVE) == [run]
 
 
-async def test_recording_the_same_run_again_changes_nothing(
-    ledger: PlanningLedger, app, clock
-) -> None:
+async def test_recording_the_same_run_again_changes_nothing(ledger: Store, app, clock) -> None:
     """What a retry meets when its first try landed before the link dropped."""
     run = await rejected(app, clock, "run-1")
     await ledger.record_run(run)
@@ -72,7 +66,7 @@ async def test_recording_the_same_run_again_changes_nothing(
     assert await ledger.escalations() == [opened]
 
 
-async def test_another_run_under_a_taken_id_is_refused(ledger: PlanningLedger, app, clock) -> None:
+async def test_another_run_under_a_taken_id_is_refused(ledger: Store, app, clock) -> None:
     run = await rejected(app, clock, "run-1")
     await ledger.record_run(run)
     clock.advance(5)
@@ -85,7 +79,7 @@ async def test_another_run_under_a_taken_id_is_refused(ledger: PlanningLedger, a
     assert await ledger.escalations(None) == []
 
 
-async def test_escalations_are_listed_newest_first(ledger: PlanningLedger, app, clock) -> None:
+async def test_escalations_are_listed_newest_first(ledger: Store, app, clock) -> None:
     first = await ledger.escalate(await rejected(app, clock, "run-1"), "one", clock.now())
     second = await ledger.escalate(await rejected(app, clock, "run-2"), "two", clock.now())
     clock.advance(1)
@@ -93,18 +87,20 @@ async def test_escalations_are_listed_newest_first(ledger: PlanningLedger, app, 
 
     assert [e.id for e in await ledger.escalations()] == [third.id, second.id, first.id]
     assert [e.id for e in await ledger.escalations(limit=2)] == [third.id, second.id]
-    await ledger.resolve(second.id, "ana", "done", clock.now())
+    await ledger.close_escalation(second.id, "ana", "done", clock.now())
     assert [e.id for e in await ledger.escalations()] == [third.id, first.id]
     resolved = await ledger.escalations(EscalationStatus.RESOLVED)
     assert [e.id for e in resolved] == [second.id]
     assert [r.run_id for r in await ledger.runs(PlanningMode.LIVE)] == ["run-1", "run-2", "run-3"]
 
 
-async def test_resolving_closes_once(ledger: PlanningLedger, app, clock) -> None:
+async def test_resolving_closes_once(ledger: Store, app, clock) -> None:
     opened = await ledger.escalate(await rejected(app, clock, "run-1"), "why", clock.now())
     clock.advance(3)
 
-    closed = await ledger.resolve(opened.id, "ana", "called back", clock.now(), saga_id="s-1")
+    closed = await ledger.close_escalation(
+        opened.id, "ana", "called back", clock.now(), saga_id="s-1"
+    )
 
     assert closed == opened.model_copy(
         update={
@@ -116,17 +112,20 @@ async def test_resolving_closes_once(ledger: PlanningLedger, app, clock) -> None
         }
     )
     with pytest.raises(EscalationClosed, match="already resolved"):
-        await ledger.resolve(opened.id, "bob", "me too", clock.now())
+        await ledger.close_escalation(opened.id, "bob", "me too", clock.now())
     with pytest.raises(EscalationNotFound):
-        await ledger.resolve(opened.id + 1, "bob", "nothing", clock.now())
+        await ledger.close_escalation(opened.id + 1, "bob", "nothing", clock.now())
     assert await ledger.escalation(opened.id) == closed
 
 
-async def test_of_two_people_closing_at_once_one_wins(ledger: PlanningLedger, app, clock) -> None:
+async def test_of_two_people_closing_at_once_one_wins(ledger: Store, app, clock) -> None:
     opened = await ledger.escalate(await rejected(app, clock, "run-1"), "why", clock.now())
 
     outcomes = await asyncio.gather(
-        *(ledger.resolve(opened.id, who, "mine", clock.now()) for who in ("ana", "bob", "eve")),
+        *(
+            ledger.close_escalation(opened.id, who, "mine", clock.now())
+            for who in ("ana", "bob", "eve")
+        ),
         return_exceptions=True,
     )
 

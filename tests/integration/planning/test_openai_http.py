@@ -197,19 +197,40 @@ async def test_a_client_error_ends_the_loop_at_once(chat_server, app, reply, say
     assert len(chat_server.seen) == 1
 
 
-async def test_nothing_listening_is_unavailable(app) -> None:
+def closed_port() -> int:
+    """A loopback port nothing listens on."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = OpenAIConfig(model="m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1)
+        return int(probe.getsockname()[1])
+
+
+async def test_nothing_listening_is_unavailable_once_not_replanned(app) -> None:
+    """The client retries the connection; then the attempt fails for good, and the loop
+    does not ask again (re-planning would only repeat every retry)."""
+    base_url = f"http://127.0.0.1:{closed_port()}/v1"
     sleeps = Sleeps()
-    run = await propose_plan(
-        REQUEST, OpenAIPlanner(config, sleep=sleeps), app.catalogue("fulfilment"), max_replans=0
-    )
+    planner = OpenAIPlanner(OpenAIConfig(model="m", base_url=base_url), sleep=sleeps)
+    run = await propose_plan(REQUEST, planner, app.catalogue("fulfilment"), max_replans=2)
+
+    assert run.outcome is PlanningOutcome.REJECTED
     [attempt] = run.attempts
+    [error] = attempt.errors
+    assert error.code == "planner_unavailable"
+    assert "cannot reach the endpoint" in error.message
+    assert "after 4 tries" in error.message
+    assert len(sleeps.delays) == 3  # the client's own retries, once
+
+
+async def test_an_unreachable_model_is_escalated_after_one_attempt(orchestrator, store) -> None:
+    base_url = f"http://127.0.0.1:{closed_port()}/v1"
+    config = OpenAIConfig(model="m", base_url=base_url, max_retries=1)
+    run = await plan_and_submit(REQUEST, OpenAIPlanner(config, sleep=Sleeps()), orchestrator)
+
+    assert run.outcome is PlanningOutcome.ESCALATED
+    [escalation] = await store.escalations()
+    [attempt] = escalation.run.attempts
     assert attempt.errors[0].code == "planner_unavailable"
-    assert "cannot reach the endpoint" in attempt.errors[0].message
-    assert len(sleeps.delays) == 1
+    assert escalation.reason.startswith("no valid plan after 1 attempt(s); last: [planner_una")
 
 
 async def test_no_api_key_header_without_a_key(chat_server, app) -> None:

@@ -17,15 +17,14 @@ from pivotal.planning import (
     PlanRequest,
     RulePlanner,
     commerce_rules,
-    planning_ledger,
     propose_plan,
 )
 from pivotal.store import postgres as postgres_module
 from pivotal.store import sqlite as sqlite_module
 from pivotal.store.postgres import PostgresStore
+from pivotal.store.queries import RUN_COLUMNS
 from pivotal.store.schema import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS
 from pivotal.store.sql import SQLStore, Stmt
-from pivotal.store.sql_planning import RUN_COLUMNS, SQLPlanningLedger
 from pivotal.store.sqlite import SQLiteStore
 
 OpenAt = Callable[[int | None], AbstractAsyncContextManager[SQLStore]]
@@ -76,11 +75,11 @@ async def test_an_older_ledger_is_upgraded_in_place(ledger_at, app, clock, fulfi
     async with ledger_at(1) as old:
         assert await old.create(stored.state, plan, plan.provenance, events)
         with pytest.raises(StoreError, match=r"no such table|does not exist"):
-            await planning_ledger(old).escalations()
+            await old.escalations()
 
     async with ledger_at(None) as new:
         assert (await new.load("kept")) is not None
-        assert await planning_ledger(new).runs(PlanningMode.LIVE) == []
+        assert await new.runs(PlanningMode.LIVE) == []
         assert await schema_version(new) == len(SQLITE_MIGRATIONS) == len(POSTGRES_MIGRATIONS)
 
 
@@ -101,14 +100,14 @@ async def test_runs_recorded_before_numbering_keep_their_order(ledger_at, app, c
     late = await planned("run-late")
     async with ledger_at(2) as old:  # recorded as before migration 3: no seq column
         for run in (late, tied_b, tied_a):
-            insert_run, *attempts = SQLPlanningLedger.run_statements(run)
+            insert_run, *attempts = SQLStore.run_statements(run)
             marks = ", ".join("?" * len(insert_run.params))
             sql = f"INSERT INTO planning_runs ({RUN_COLUMNS}) VALUES ({marks})"
             legacy = Stmt(sql, insert_run.params)
             await old._batch([legacy, *attempts])
 
     async with ledger_at(None) as new:
-        ledger = planning_ledger(new)
+        ledger = new
         assert await ledger.runs(PlanningMode.LIVE) == [tied_a, tied_b, late]
         after = (await planned("run-0")).model_copy(update={"created_at": tied_a.created_at})
         await ledger.record_run(after)  # ties after the older runs: recorded later

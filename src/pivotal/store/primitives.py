@@ -1,0 +1,63 @@
+"""What a SQL backend supplies: a write transaction of statements and a read snapshot.
+
+``_batch`` runs statements in one write transaction; ``_snapshot`` yields a fetch function
+reading one consistent snapshot. The ledger's operations (``sql.py`` for sagas,
+``sql_planning.py`` for planning records) are written once over these two.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pivotal.errors import LeaseLost
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Row]]]
+
+
+@dataclass(frozen=True)
+class Stmt:
+    """One statement of a write batch."""
+
+    sql: str
+    params: Sequence[Any] = ()
+    many: bool = False  # params is a sequence of parameter tuples
+    fence: str | None = None  # must touch exactly one row, else LeaseLost(fence)
+    guard: bool = False  # touching no row ends the batch early (what ran is kept)
+    returning: bool = False  # collect the rows it returns
+
+    def ends_batch(self, rowcount: int) -> bool:
+        """Apply the fence and the guard to the rows this statement touched: a failed
+        fence raises ``LeaseLost``; True when the guard ends the batch here."""
+        if self.fence is not None and rowcount != 1:
+            raise LeaseLost(self.fence)
+        return self.guard and rowcount == 0
+
+
+@dataclass
+class BatchResult:
+    stopped: bool = False  # a guard ended the batch
+    rows: list[list[Row]] = field(default_factory=list)  # per returning statement
+
+
+class SQLPrimitives(ABC):
+    """The two primitives, and reads built on them."""
+
+    @abstractmethod
+    async def _batch(self, stmts: Sequence[Stmt]) -> BatchResult: ...
+
+    @abstractmethod
+    def _snapshot(self) -> AbstractAsyncContextManager[Fetch]: ...
+
+    async def _reading(self, read: Callable[[Fetch], Awaitable[T]]) -> T:
+        """Run ``read`` against one snapshot (a backend may retry it after a lost link)."""
+        async with self._snapshot() as fetch:
+            return await read(fetch)
+
+    async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return await self._reading(lambda fetch: fetch(sql, params))
