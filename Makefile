@@ -15,8 +15,8 @@ demo: $(VENV)/.installed
 	$(BIN)/pivotal demo
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy src/pivotal
 
 test: lint

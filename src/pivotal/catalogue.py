@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack, overload
 
 from pydantic import BaseModel
 
@@ -57,6 +58,39 @@ Lookup = Callable[[Any, StepContext], Awaitable[Any]]
 Precondition = Callable[[Any], "str | None"]
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+
+class StepOptions(TypedDict, total=False):
+    """What may be said of any step when it is declared (each checked by a type checker)."""
+
+    name: str  # default: the action's name
+    description: str  # default: the action's docstring
+    args: type[BaseModel]  # default: the action's first parameter's annotation
+    lookup: Lookup
+    precondition: Precondition
+    retry: RetryPolicy
+    timeout: float
+    retryable: bool
+    retry_on: RetryPredicate
+    no_effect_on: tuple[type[BaseException], ...]
+    strict: bool
+
+
+class UndoOptions(StepOptions, total=False):
+    """What may also be said of a compensable step: how its undo is retried."""
+
+    undo_retry: RetryPolicy
+    dead_letter_retry: RetryPolicy
+
+
+A = TypeVar("A", bound=BaseModel)
+R = TypeVar("R")
+
+ActionOf = Callable[[A, StepContext], Awaitable[R]]
+"""An action taking the argument model ``A`` and returning ``R``."""
+UndoOf = Callable[[A, Any, StepContext], Awaitable[str | None]]
+"""An undo of an action taking ``A``: ``undo(args, result, ctx)``. ``result`` is the action's
+result as recorded (JSON data), or ``None`` when its outcome is unknown."""
 
 
 def action_key(saga_id: str, index: int) -> str:
@@ -141,6 +175,43 @@ def _args_model_of(fn: Callable[..., Any]) -> type[BaseModel]:
     )
 
 
+async def _no_undo_yet(args: Any, result: Any, ctx: StepContext) -> str | None:
+    """Stands in for the undo of a step declared with ``compensable()`` until ``@x.undo``
+    names it; a catalogue holding it is refused before anything could call it."""
+    raise CatalogueError(f"compensable step {ctx.step!r} has no undo")
+
+
+class Compensable(Generic[A, R]):
+    """What ``@catalogue.compensable()`` returns: the action, registered, waiting for its undo.
+
+    Declare the undo right below it with ``@<action>.undo``; it is typed against the action's
+    argument model. Until it is declared, the catalogue refuses to be used: an ``App`` is not
+    built with it and no plan naming it is validated. Calling the object calls the action.
+    """
+
+    def __init__(self, catalogue: Catalogue, name: str, action: ActionOf[A, R]) -> None:
+        functools.update_wrapper(self, action)
+        self.catalogue = catalogue
+        self.name = name
+        self.action = action
+
+    def __call__(self, args: A, ctx: StepContext) -> Awaitable[R]:
+        return self.action(args, ctx)
+
+    def undo(self, fn: UndoOf[A]) -> UndoOf[A]:
+        """Decorator declaring ``fn(args, result, ctx)`` as this step's undo; returns ``fn``."""
+        self.catalogue._set_undo(self.name, fn)
+        return fn
+
+    @property
+    def step(self) -> Step:
+        """The catalogue entry (refused while the undo is missing)."""
+        return self.catalogue[self.name]
+
+    def __repr__(self) -> str:
+        return f"<compensable step {self.name!r} of catalogue {self.catalogue.name!r}>"
+
+
 class Catalogue:
     """A named set of steps a planner may choose from."""
 
@@ -159,14 +230,17 @@ class Catalogue:
         self.rules: list[PlanRule] = list(rules)
         self.limits = limits or DEFAULT_LIMITS
         self._steps: dict[str, Step] = {}
+        self._without_undo: list[str] = []  # declared with compensable(), no @x.undo yet
 
     def rule(self, *rules: PlanRule) -> None:
         """Add rules over the whole plan (see ``pivotal.rules``)."""
         self.rules.extend(rules)
 
     def check(self) -> None:
-        """Refuse a finished catalogue whose rules name steps it lacks, or whose approval
-        policy can never fire on it. An ``App`` checks each of its catalogues."""
+        """Refuse a finished catalogue with a compensable step that has no undo, rules that
+        name steps it lacks, or an approval policy that can never fire on it. An ``App``
+        checks each of its catalogues."""
+        self._require_undos()
         for rule in self.rules:
             unknown = sorted(rule.mentions() - set(self._steps))
             if unknown:
@@ -181,6 +255,26 @@ class Catalogue:
                 f"catalogue {self.name!r}: its approval policy can never fire: {reason}"
             )
 
+    def _require_undos(self) -> None:
+        if len(self._without_undo) == 1:
+            [name] = self._without_undo
+            raise CatalogueError(
+                f"catalogue {self.name!r}: compensable step {name!r} has no undo; declare it "
+                f"with @{name}.undo below the action"
+            )
+        if self._without_undo:
+            names = ", ".join(repr(n) for n in self._without_undo)
+            raise CatalogueError(
+                f"catalogue {self.name!r}: compensable steps {names} have no undo; declare "
+                f"each with @<step>.undo below its action (@{self._without_undo[0]}.undo)"
+            )
+
+    def _set_undo(self, name: str, undo: Undo) -> None:
+        if name not in self._without_undo:
+            raise CatalogueError(f"step {name!r} of catalogue {self.name!r} already has an undo")
+        self._steps[name] = replace(self._steps[name], undo=undo)  # keeps its place
+        self._without_undo.remove(name)
+
     def add(self, step: Step) -> Step:
         if step.name in self._steps:
             raise CatalogueError(f"catalogue {self.name!r} already has a step {step.name!r}")
@@ -188,78 +282,97 @@ class Catalogue:
         return step
 
     def step(
-        self,
-        kind: StepKind,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        args: type[BaseModel] | None = None,
-        undo: Undo | None = None,
-        lookup: Lookup | None = None,
-        precondition: Precondition | None = None,
-        retry: RetryPolicy | None = None,
-        undo_retry: RetryPolicy | None = None,
-        dead_letter_retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-        retryable: bool = True,
-        retry_on: RetryPredicate | None = None,
-        no_effect_on: tuple[type[BaseException], ...] = (),
-        strict: bool = True,
+        self, kind: StepKind, *, undo: Undo | None = None, **options: Unpack[UndoOptions]
     ) -> Callable[[F], F]:
-        """Decorator declaring ``fn`` as the action of a new step; returns ``fn`` unchanged."""
+        """Decorator declaring ``fn`` as the action of a new step; returns ``fn`` unchanged.
+
+        The lower-level form of ``compensable``, ``pivot`` and ``retriable``: ``kind`` is
+        given, and a compensable step must be given its ``undo`` here."""
 
         def register(fn: F) -> F:
-            extra: dict[str, Any] = {}
-            if retry is not None:
-                extra["retry"] = retry
-            if undo_retry is not None:
-                extra["undo_retry"] = undo_retry
-            if dead_letter_retry is not None:
-                extra["dead_letter_retry"] = dead_letter_retry
+            given: dict[str, Any] = dict(options)
+            name = given.pop("name", None) or fn.__name__
+            description = given.pop("description", None) or inspect.getdoc(fn) or ""
+            args = given.pop("args", None) or _args_model_of(fn)
+            for policy in ("retry", "undo_retry", "dead_letter_retry"):
+                if given.get(policy) is None:
+                    given.pop(policy, None)  # the step's default policy
             self.add(
                 Step(
-                    name=name or fn.__name__,
-                    description=(description or inspect.getdoc(fn) or "").strip(),
+                    name=name,
+                    description=description.strip(),
                     kind=kind,
-                    args_model=args or _args_model_of(fn),
+                    args_model=args,
                     action=fn,
                     undo=undo,
-                    lookup=lookup,
-                    precondition=precondition,
-                    timeout=timeout,
-                    retryable=retryable,
-                    retry_on=retry_on,
-                    no_effect_on=no_effect_on,
-                    strict=strict,
-                    **extra,
+                    **given,
                 )
             )
             return fn
 
         return register
 
-    def compensable(self, *, undo: Undo, **options: Any) -> Callable[[F], F]:
-        """Declare a step that can be undone by ``undo(args, result, ctx)``."""
-        return self.step(StepKind.COMPENSABLE, undo=undo, **options)
+    @overload
+    def compensable(
+        self, *, undo: None = None, **options: Unpack[UndoOptions]
+    ) -> Callable[[ActionOf[A, R]], Compensable[A, R]]: ...
 
-    def pivot(self, **options: Any) -> Callable[[F], F]:
-        """Declare the point-of-no-return step."""
-        return self.step(StepKind.PIVOT, **options)
+    @overload
+    def compensable(self, *, undo: Undo, **options: Unpack[UndoOptions]) -> Callable[[F], F]: ...
 
-    def retriable(self, **options: Any) -> Callable[[F], F]:
-        """Declare a step that runs after the pivot and is retried until it succeeds."""
-        return self.step(StepKind.RETRIABLE, **options)
+    def compensable(
+        self, *, undo: Undo | None = None, **options: Unpack[UndoOptions]
+    ) -> Callable[[Any], Any]:
+        """Declare a step that can be undone, before the point of no return.
+
+        Write its undo right below it::
+
+            @payments.compensable()
+            async def authorize(args: Payment, ctx: StepContext) -> dict[str, str]: ...
+
+            @authorize.undo
+            async def void(args: Payment, result: Any, ctx: StepContext) -> str | None: ...
+
+        ``undo=fn`` declares the same step in one call and returns the action unchanged, for
+        an undo defined elsewhere. ``undo_retry`` is the undo's retry policy within a pass;
+        ``dead_letter_retry`` how a parked undo is retried by the sweeper.
+        """
+        declare = self.step(StepKind.COMPENSABLE, undo=undo or _no_undo_yet, **options)
+        if undo is not None:
+            return declare
+
+        def register(fn: ActionOf[A, R]) -> Compensable[A, R]:
+            declare(fn)
+            step_name = options.get("name") or fn.__name__
+            self._without_undo.append(step_name)
+            return Compensable(self, step_name, fn)
+
+        return register
+
+    def pivot(self, *, undo: None = None, **options: Unpack[StepOptions]) -> Callable[[F], F]:
+        """Declare the point-of-no-return step (at most one per plan); returns the action.
+
+        ``undo`` exists only to be refused: a pivot is never undone."""
+        return self.step(StepKind.PIVOT, undo=undo, **options)
+
+    def retriable(self, *, undo: None = None, **options: Unpack[StepOptions]) -> Callable[[F], F]:
+        """Declare a step that runs after the pivot and is retried until it succeeds; returns
+        the action. ``undo`` exists only to be refused: a retriable step is never undone."""
+        return self.step(StepKind.RETRIABLE, undo=undo, **options)
 
     def get(self, name: str) -> Step | None:
+        self._require_undos()
         return self._steps.get(name)
 
     def __getitem__(self, name: str) -> Step:
+        self._require_undos()
         return self._steps[name]
 
     def __contains__(self, name: object) -> bool:
         return name in self._steps
 
     def __iter__(self) -> Iterator[Step]:
+        self._require_undos()
         return iter(self._steps.values())
 
     def __len__(self) -> int:

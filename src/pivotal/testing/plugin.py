@@ -1,12 +1,55 @@
-"""The pytest plugin: the ``pivotal_chaos`` fixture and a summary table at the end."""
+"""The pytest plugin: the ``pivotal_chaos`` fixture and a summary table at the end.
+
+Installing Pivotal registers it (entry point ``pytest11``). ``explore`` is a coroutine:
+``await`` it in an async test (``pip install "pivotal[testing]"`` brings pytest-asyncio) or
+run it with ``asyncio.run(...)`` in a plain one; ``explore_killed`` is a plain function and
+belongs in a plain test. A test that calls ``explore`` and never runs it fails, rather than
+passing without having explored anything.
+"""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable, Coroutine, Iterable, Iterator
+from typing import Any, TypeVar
+
 import pytest
 
+from pivotal.testing.chaos import ChaosScenario, LedgerFactory, RunResult, World, memory_ledger
 from pivotal.testing.report import Chaos, ChaosReport
 
 _REPORT = pytest.StashKey[ChaosReport]()
+W = TypeVar("W", bound=World)
+
+
+class ChaosFixture(Chaos):
+    """``Chaos`` for one test; it remembers each ``explore`` so that one never awaited is
+    reported at the end of the test."""
+
+    def __init__(self, report: ChaosReport | None = None) -> None:
+        super().__init__(report)
+        self._explorations: list[Coroutine[Any, Any, list[RunResult]]] = []
+
+    def explore(
+        self,
+        make_world: Callable[[], W],
+        scenarios: Iterable[ChaosScenario[W]],
+        *,
+        ledger: LedgerFactory = memory_ledger,
+        mode: str = "in-process",
+    ) -> Coroutine[Any, Any, list[RunResult]]:
+        exploration = super().explore(make_world, scenarios, ledger=ledger, mode=mode)
+        self._explorations.append(exploration)
+        return exploration
+
+    def never_run(self) -> int:
+        """How many ``explore`` calls were never awaited (they are closed now)."""
+        forgotten = 0
+        for exploration in self._explorations:
+            if inspect.getcoroutinestate(exploration) == inspect.CORO_CREATED:
+                exploration.close()
+                forgotten += 1
+        return forgotten
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -14,9 +57,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def pivotal_chaos(request: pytest.FixtureRequest) -> Chaos:
+def pivotal_chaos(request: pytest.FixtureRequest) -> Iterator[Chaos]:
     """Explore crash sites of your scenarios; results go to the session summary."""
-    return Chaos(request.config.stash[_REPORT])
+    chaos = ChaosFixture(request.config.stash[_REPORT])
+    yield chaos
+    if chaos.never_run():
+        pytest.fail(
+            "pivotal_chaos.explore(...) was called but never run, so nothing was explored: "
+            "await it in an async test, or run it with asyncio.run(...) in a plain one",
+            pytrace=False,
+        )
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

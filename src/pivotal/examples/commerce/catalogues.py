@@ -56,9 +56,6 @@ def _note(done: str, result: Result) -> str:
 
 
 def _inventory_steps(catalogue: Catalogue, svc: CommerceServices) -> None:
-    async def release_stock(args: ReserveStock, result: Any, ctx: StepContext) -> str:
-        return _note("released reservation", svc.release(reserved_with=ctx.action_key, key=ctx.key))
-
     async def find(args: ReserveStock, ctx: StepContext) -> Result | None:
         return svc.find(ctx.key)
 
@@ -68,12 +65,14 @@ def _inventory_steps(catalogue: Catalogue, svc: CommerceServices) -> None:
             return None
         return f"warehouse {args.warehouse} does not stock {args.sku}"
 
-    @catalogue.compensable(
-        undo=release_stock, lookup=find, precondition=sku_known, retry=FAST, undo_retry=FAST
-    )
+    @catalogue.compensable(lookup=find, precondition=sku_known, retry=FAST, undo_retry=FAST)
     async def reserve_stock(args: ReserveStock, ctx: StepContext) -> Result:
         """Reserve units of a product at a warehouse for an order."""
         return svc.reserve(args.order_id, args.sku, args.quantity, args.warehouse, ctx.key)
+
+    @reserve_stock.undo
+    async def release_stock(args: ReserveStock, result: Any, ctx: StepContext) -> str:
+        return _note("released reservation", svc.release(reserved_with=ctx.action_key, key=ctx.key))
 
 
 def _shipment(catalogue: Catalogue, svc: CommerceServices, *, retriable: bool) -> None:
@@ -90,40 +89,53 @@ def _shipment(catalogue: Catalogue, svc: CommerceServices, *, retriable: bool) -
         )(create_shipment)
         return
 
+    shipment = catalogue.compensable(lookup=find, retry=FAST, undo_retry=FAST)(create_shipment)
+
+    @shipment.undo
     async def cancel_shipment(args: CreateShipment, result: Any, ctx: StepContext) -> str:
         done = svc.cancel_shipment(shipped_with=ctx.action_key, key=ctx.key)
         return _note("cancelled shipment", done)
 
-    catalogue.compensable(undo=cancel_shipment, lookup=find, retry=FAST, undo_retry=FAST)(
-        create_shipment
-    )
+
+def _confirmation(catalogue: Catalogue, svc: CommerceServices) -> None:
+    async def find(args: SendConfirmation, ctx: StepContext) -> Result | None:
+        return svc.find(ctx.key)
+
+    @catalogue.retriable(lookup=find, retry=RetryPolicy(max_attempts=6, base_delay=0.02))
+    async def send_confirmation(args: SendConfirmation, ctx: StepContext) -> Result:
+        """Email the customer that the order is confirmed. Cannot be unsent: it goes last."""
+        return svc.email(args.order_id, args.recipient, args.template, ctx.key)
 
 
 def checkout_catalogue(svc: CommerceServices) -> Catalogue:
-    """reserve_stock, charge_payment, create_shipment: every step compensable."""
+    """reserve_stock, charge_payment, create_shipment (compensable), then send_confirmation
+    (retriable: an email cannot be unsent, so it goes last)."""
     catalogue = Catalogue(
         "checkout",
-        "Place an order: reserve stock, charge, ship.",
+        "Place an order: reserve stock, charge, ship, then confirm by email.",
         rules=[
             Required("charge_payment"),
             AtMost("charge_payment"),
+            RequiresEarlier("send_confirmation", "create_shipment"),
             Agree("order_id"),
         ],
     )
     _inventory_steps(catalogue, svc)
 
-    async def refund_payment(args: Payment, result: Any, ctx: StepContext) -> str:
-        return _note("refunded charge", svc.refund(charged_with=ctx.action_key, key=ctx.key))
-
     async def find(args: Payment, ctx: StepContext) -> Result | None:
         return svc.find(ctx.key)
 
-    @catalogue.compensable(undo=refund_payment, lookup=find, retry=FAST, undo_retry=FAST)
+    @catalogue.compensable(lookup=find, retry=FAST, undo_retry=FAST)
     async def charge_payment(args: Payment, ctx: StepContext) -> Result:
         """Charge the customer's card for an order (at most 500)."""
         return svc.charge(args.order_id, args.amount, ctx.key)
 
+    @charge_payment.undo
+    async def refund_payment(args: Payment, result: Any, ctx: StepContext) -> str:
+        return _note("refunded charge", svc.refund(charged_with=ctx.action_key, key=ctx.key))
+
     _shipment(catalogue, svc, retriable=False)
+    _confirmation(catalogue, svc)
     return catalogue
 
 
@@ -157,16 +169,17 @@ def fulfilment_catalogue(svc: CommerceServices) -> Catalogue:
     )
     _inventory_steps(catalogue, svc)
 
-    async def void_authorization(args: Payment, result: Any, ctx: StepContext) -> str:
-        return _note("voided authorisation", svc.void(authorized_with=ctx.action_key, key=ctx.key))
-
     async def find(args: BaseModel, ctx: StepContext) -> Result | None:
         return svc.find(ctx.key)
 
-    @catalogue.compensable(undo=void_authorization, lookup=find, retry=FAST, undo_retry=FAST)
+    @catalogue.compensable(lookup=find, retry=FAST, undo_retry=FAST)
     async def authorize_payment(args: Payment, ctx: StepContext) -> Result:
         """Place a hold on the customer's card for the order amount (at most 500)."""
         return svc.authorize(args.order_id, args.amount, ctx.key)
+
+    @authorize_payment.undo
+    async def void_authorization(args: Payment, result: Any, ctx: StepContext) -> str:
+        return _note("voided authorisation", svc.void(authorized_with=ctx.action_key, key=ctx.key))
 
     def order_open(args: Payment) -> str | None:
         svc.faults.check("precondition")
@@ -181,10 +194,5 @@ def fulfilment_catalogue(svc: CommerceServices) -> Catalogue:
         return svc.capture(args.order_id, args.amount, ctx.key)
 
     _shipment(catalogue, svc, retriable=True)
-
-    @catalogue.retriable(lookup=find, retry=RetryPolicy(max_attempts=6, base_delay=0.02))
-    async def send_confirmation(args: SendConfirmation, ctx: StepContext) -> Result:
-        """Email the customer that the order is confirmed. Cannot be unsent: it goes last."""
-        return svc.email(args.order_id, args.recipient, args.template, ctx.key)
-
+    _confirmation(catalogue, svc)
     return catalogue

@@ -1,0 +1,207 @@
+"""The README runs as written.
+
+Every fenced block the README marks ``<!-- file: PATH -->`` is that file of the repository,
+byte for byte; every other ``python`` block is run, from a copy of
+``examples/first_catalogue`` and with top-level ``await`` (as ``python -m asyncio`` runs
+code); the ``sh`` block marked ``<!-- run: DIR -->`` is run, command by command as written,
+with the installed ``pivotal`` first on ``PATH``, in a copy of ``DIR``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from pivotal.examples.commerce import create_app
+from pivotal.planning.shadow import read_requests
+
+ROOT = Path(__file__).parents[2]
+README = ROOT / "README.md"
+FIRST = ROOT / "examples" / "first_catalogue"
+BIN = Path(sys.executable).parent
+MARKER = re.compile(r"^<!-- (file|run): (\S+) -->\s*$")
+
+RUN_SNIPPET = """
+import ast, asyncio, inspect, sys
+sys.path.insert(0, ".")
+source = open(sys.argv[1]).read()
+code = compile(source, sys.argv[2], "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+result = eval(code, {"__name__": "__main__"})
+if inspect.iscoroutine(result):
+    asyncio.run(result)
+"""
+
+
+@dataclass(frozen=True)
+class Block:
+    lang: str
+    text: str
+    line: int  # 1-based line of the opening fence
+    marker: tuple[str, str] | None  # ("file", path) or ("run", folder)
+
+    @property
+    def where(self) -> str:
+        return f"README.md:{self.line}"
+
+
+def blocks() -> list[Block]:
+    found: list[Block] = []
+    marker: tuple[str, str] | None = None
+    for token in MarkdownIt().parse(README.read_text()):
+        if token.type == "html_block":
+            match = MARKER.match(token.content.strip())
+            marker = (match.group(1), match.group(2)) if match else marker
+        elif token.type == "fence":
+            lang = token.info.split()[0] if token.info.strip() else ""
+            line = token.map[0] + 1 if token.map else 0
+            found.append(Block(lang, token.content, line, marker))
+            marker = None
+    return found
+
+
+BLOCKS = blocks()
+FILES = [b for b in BLOCKS if b.marker and b.marker[0] == "file"]
+SNIPPETS = [b for b in BLOCKS if b.lang == "python" and b.marker is None]
+[WALKTHROUGH] = [b for b in BLOCKS if b.marker and b.marker[0] == "run"]
+
+
+def env() -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PIVOTAL_", "SHOP_"))}
+    clean.pop("PYTHONPATH", None)
+    return clean | {"PATH": f"{BIN}{os.pathsep}{clean.get('PATH', '')}", "COLUMNS": "200"}
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    """A copy of examples/first_catalogue, as a reader would have it."""
+    folder = tmp_path / "shop"
+    shutil.copytree(FIRST, folder, ignore=shutil.ignore_patterns("__pycache__", "*.db*"))
+    return folder
+
+
+def test_every_python_block_is_a_file_of_the_repository_or_is_run() -> None:
+    python = [b for b in BLOCKS if b.lang == "python"]
+    assert python
+    assert all(b in FILES or b in SNIPPETS for b in python)
+    assert len(SNIPPETS) >= 2
+    assert {b.marker[1] for b in FILES if b.marker} >= {
+        "examples/first_catalogue/shop.py",
+        "examples/first_catalogue/fakeshop.py",
+        "examples/first_catalogue/order-4471.json",
+        "examples/first_catalogue/test_shop_chaos.py",
+        "examples/shadow/requests.jsonl",
+    }
+
+
+@pytest.mark.parametrize("block", FILES, ids=[b.marker[1] for b in FILES if b.marker])
+def test_a_file_shown_is_the_file_in_the_repository(block: Block) -> None:
+    assert block.marker is not None
+    path = ROOT / block.marker[1]
+    assert path.is_file(), f"{block.where} shows {path}, which does not exist"
+    assert block.text == path.read_text(), f"{block.where} differs from {block.marker[1]}"
+    if block.lang == "python":  # it says where it lives
+        assert block.text.startswith(f"# {block.marker[1]}\n")
+
+
+@pytest.mark.parametrize("block", SNIPPETS, ids=[b.where for b in SNIPPETS])
+def test_a_python_snippet_runs_as_written(block: Block, shop: Path) -> None:
+    (shop / "snippet.py").write_text(block.text)
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_SNIPPET, "snippet.py", block.where],
+        cwd=shop,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"{block.where}:\n{done.stdout}\n{done.stderr}"
+
+
+def commands(block: Block) -> Iterator[str]:
+    for line in block.text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            yield line
+
+
+def test_the_first_catalogue_walkthrough_runs_command_by_command(shop: Path) -> None:
+    assert WALKTHROUGH.marker == ("run", "examples/first_catalogue")
+    script = list(commands(WALKTHROUGH))
+    assert any("--app shop:create_app" in c for c in script)
+    assert any("export PYTHONPATH=." in c for c in script)
+    # The commands exactly as written, one after the other in one shell; a line printed
+    # before each tells their outputs apart.
+    marked = "\n".join(f"echo '@@@ {n}'\n{command}" for n, command in enumerate(script))
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", marked],
+        cwd=shop,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "Traceback" not in done.stderr
+    outputs = re.split(r"^@@@ \d+\n", done.stdout, flags=re.M)[1:]
+    assert len(outputs) == len(script)
+    said = dict(zip(script, outputs, strict=True))
+    assert "valid" in said[next(c for c in script if " validate " in c)]
+    assert "order-4471" in said[next(c for c in script if " submit " in c)]
+    assert "awaiting_approval" in said[next(c for c in script if " worker " in c)]
+    assert "completed" in said[next(c for c in script if " approve " in c)]
+    shown = subprocess.run(
+        [str(BIN / "pivotal"), "sagas", "show", "order-4471", "--json"],
+        cwd=shop,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    saga = json.loads(shown.stdout)
+    assert saga["status"] == "completed", done.stdout
+    assert [s["status"] for s in saga["steps"]] == ["succeeded"] * 3
+    with closing(sqlite3.connect(shop / "shop.db")) as db:
+        assert db.execute("SELECT key, status FROM holds").fetchall() == [
+            ("order-4471:0", "captured")
+        ]
+        assert db.execute("SELECT key FROM captures").fetchall() == [("order-4471:1",)]
+        assert db.execute("SELECT key FROM emails").fetchall() == [("order-4471:2",)]
+
+
+def test_the_shadow_request_lines_shown_are_read_as_documented() -> None:
+    app = create_app(":memory:")
+    try:
+        requests = read_requests(ROOT / "examples" / "shadow" / "requests.jsonl", app)
+    finally:
+        app.services.close()
+    assert [r.catalogue for r in requests] == ["fulfilment", "checkout"]
+    assert requests[0].request_id == "email-4471"
+    assert requests[0].source_document_id == "mailbox/4471.eml"
+    assert requests[1].context["quantity"] == 2
+    readme = README.read_text()
+    for field in ("text", "context", "catalogue", "request_id", "source_document_id"):
+        assert f"| `{field}` |" in readme
+
+
+def test_the_testing_extra_brings_what_the_chaos_fixture_needs() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    testing = project["optional-dependencies"]["testing"]
+    names = {re.split(r"[<>=\[ ]", requirement)[0] for requirement in testing}
+    assert names == {"pytest", "pytest-asyncio", "hypothesis"}
+    assert 'pip install "pivotal[testing]"' in README.read_text()
+    assert project["entry-points"]["pytest11"]["pivotal"] == "pivotal.testing.plugin"
