@@ -312,24 +312,20 @@ class SagaRun:
         settles what they left in doubt from the ledger."""
         tasks = [asyncio.ensure_future(self.execute(i)) for i in unit]
         try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            failed = [t for t in tasks if t.done() and not t.cancelled() and t.exception()]
-            fatal = [t for t in failed if not isinstance(t.exception(), Suspended)]
-            if fatal:
-                for t in tasks:
+            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            if any(_fatal(t) for t in done):
+                for t in pending:
                     t.cancel()
-            await asyncio.wait(tasks)
+            await asyncio.gather(*tasks, return_exceptions=True)
         except BaseException:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
-        errors = [t.exception() for t in tasks if not t.cancelled() and t.exception()]
-        for error in errors:  # a crash, a lost lease or a failed write wins over a suspension
-            if error is not None and not isinstance(error, Suspended):
-                raise error
-        if errors and errors[0] is not None:
-            raise errors[0]
+        errors = [e for t in tasks if not t.cancelled() and (e := t.exception()) is not None]
+        fatal = [e for e in errors if not isinstance(e, Suspended)]
+        if errors:  # a crash, a lost lease or a failed write wins over a suspension
+            raise (fatal or errors)[0]
 
     def _next_unit(self) -> list[int] | None:
         first = next((r for r in self.state.steps if r.status is not StepStatus.SUCCEEDED), None)
@@ -656,6 +652,14 @@ class SagaRun:
             )
         else:
             await self.flush()
+
+
+def _fatal(task: asyncio.Future[None]) -> bool:
+    """A member that ended the pass: crashed, lost its lease or failed a write."""
+    if task.cancelled():
+        return False
+    error = task.exception()
+    return error is not None and not isinstance(error, Suspended)
 
 
 def _note(note: object) -> str:
