@@ -19,6 +19,7 @@ from pivotal.errors import (
     SagaConflict,
     SagaNotFound,
     SagaNotParked,
+    VersionConflict,
 )
 from pivotal.hooks import Hook
 from pivotal.lease import Lease, LeaseKeeper
@@ -215,28 +216,54 @@ class Orchestrator:
     # -- approvals ----------------------------------------------------------------------
 
     async def approve(
-        self, saga_id: str, approver: str, note: str = "", *, run: bool = True
+        self,
+        saga_id: str,
+        approver: str,
+        note: str = "",
+        *,
+        run: bool = True,
+        version: int | None = None,
     ) -> SagaState:
         """Grant the pending approval; with ``run`` the saga goes on in this process.
 
         An approval that arrives after the request expired is recorded as expired and the
-        saga compensates.
+        saga compensates. With ``version`` (the saga version the approver was shown) the
+        decision is refused with ``VersionConflict`` if the saga changed since.
         """
-        return await self._decide(saga_id, approver, note, approve=True, run=run)
+        return await self._decide(saga_id, approver, note, approve=True, run=run, version=version)
 
     async def reject(
-        self, saga_id: str, approver: str, note: str = "", *, run: bool = True
+        self,
+        saga_id: str,
+        approver: str,
+        note: str = "",
+        *,
+        run: bool = True,
+        version: int | None = None,
     ) -> SagaState:
-        """Refuse the pending approval: the saga compensates."""
-        return await self._decide(saga_id, approver, note, approve=False, run=run)
+        """Refuse the pending approval: the saga compensates (``version`` as for approve)."""
+        return await self._decide(saga_id, approver, note, approve=False, run=run, version=version)
 
     async def _decide(
-        self, saga_id: str, approver: str, note: str, *, approve: bool, run: bool
+        self,
+        saga_id: str,
+        approver: str,
+        note: str,
+        *,
+        approve: bool,
+        run: bool,
+        version: int | None = None,
     ) -> SagaState:
         if not approver.strip():
             raise InvalidInput("an approval decision needs the approver's name")
         stored = await self.get(saga_id)
         state, approval = stored.state, stored.state.approval
+        if version is not None and state.version != version:
+            # the commit below is fenced on the version read here: compare-and-set
+            raise VersionConflict(
+                f"saga {saga_id} is at version {state.version}, not {version}: it changed "
+                "since the decision was prepared; reload it and decide again"
+            )
         if (
             state.status is not SagaStatus.AWAITING_APPROVAL
             or approval is None

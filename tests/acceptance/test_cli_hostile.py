@@ -116,6 +116,7 @@ EXTRA = {
     ("worker",): ["--until-idle", "--poll", "0.01", "--sweep-every", "3600"],
     ("plan",): ["--planner", "rules"],
     ("shadow", "run"): ["--planner", "rules"],
+    ("serve",): ["--check"],  # never listens in a test
 }
 
 

@@ -39,6 +39,10 @@ EVERY_COMMAND = {
     "dead-letters list": "dead_letters",
     "dead-letters retry": "dead_letters",
     "dead-letters resolve": "dead_letters",
+    "tokens create": "tokens",
+    "tokens list": "tokens",
+    "tokens revoke": "tokens",
+    "serve": "serve",
 }
 
 

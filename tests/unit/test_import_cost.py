@@ -1,5 +1,6 @@
-"""``import pivotal`` loads no HTTP client and no database driver: the model planner and
-``PostgresStore`` are imported when first used. Each check runs in a fresh interpreter."""
+"""``import pivotal`` loads no HTTP client, no web framework and no database driver: the
+model planner and ``PostgresStore`` are imported when first used.
+Each check runs in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-HEAVY = ("httpx", "httpcore", "psycopg", "psycopg_pool")
+HEAVY = ("httpx", "httpcore", "psycopg", "psycopg_pool", "fastapi", "starlette", "uvicorn")
 
 
 def loaded_after(code: str) -> set[str]:

@@ -16,6 +16,8 @@ module                  commands
 ``planning``            ``plan``, ``escalations list/show/resolve``,
                         ``shadow run/report``
 ``demo``                ``demo``
+``tokens``              ``tokens create/list/revoke`` (bearer tokens of the HTTP API)
+``serve``               ``serve`` (the HTTP API; FastAPI is imported only when it runs)
 ``_shared``             consoles, settings, sessions, errors, shared options (private)
 ``_progress``           what a running worker says (private)
 ======================  ==============================================================
@@ -25,7 +27,17 @@ from __future__ import annotations
 
 import typer
 
-from pivotal.cli import approvals, dead_letters, demo, ops, planning, root, sagas
+from pivotal.cli import (
+    approvals,
+    dead_letters,
+    demo,
+    ops,
+    planning,
+    root,
+    sagas,
+    serve,
+    tokens,
+)
 from pivotal.cli._shared import PivotalGroup
 
 __all__ = ["build", "cli", "main"]
@@ -50,6 +62,8 @@ def build() -> typer.Typer:
     sagas.register(app)
     approvals.register(app)
     dead_letters.register(app)
+    tokens.register(app)
+    serve.register(app)
     return app
 
 

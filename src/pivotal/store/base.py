@@ -60,6 +60,18 @@ class DeadLetter:
 
 
 @dataclass(frozen=True, slots=True)
+class Token:
+    """A bearer token of the HTTP API: who (``name``) acts in which ``role``. The ledger keeps
+    only the hash of the secret."""
+
+    id: str
+    name: str
+    role: str
+    created_at: float
+    revoked_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class StoredSaga:
     state: SagaState
     plan: Plan
@@ -148,6 +160,34 @@ class Store(Protocol):
     async def dead_letters(
         self, status: str | None = "open", *, due_by: float | None = None, id: int | None = None
     ) -> list[DeadLetter]: ...
+
+    async def schedule_dead_letter(self, dead_letter_id: int, at: float) -> bool:
+        """Make an open dead letter due at ``at`` (a worker's sweep retries it); False when
+        there is no open dead letter with that id."""
+        ...
+
+    async def schema_versions(self) -> tuple[int, int]:
+        """(the ledger's schema version, the version this Pivotal writes)."""
+        ...
+
+    # -- bearer tokens of the HTTP API ------------------------------------------------------
+
+    async def create_token(self, name: str, role: str, token_hash: str, at: float) -> Token:
+        """Keep a new token's principal, role and hash (never the token)."""
+        ...
+
+    async def token_by_hash(self, token_hash: str) -> Token | None:
+        """The token with this hash, revoked or not."""
+        ...
+
+    async def list_tokens(self) -> list[Token]:
+        """Every token, oldest first (never a secret: only hashes are kept)."""
+        ...
+
+    async def revoke_token(self, token_id: str, at: float) -> Token | None:
+        """Revoke a token (a revoked one keeps its first revocation time); None when there is
+        no token with that id."""
+        ...
 
     # -- planning records -------------------------------------------------------------------
 

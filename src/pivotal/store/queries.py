@@ -180,6 +180,16 @@ PENDING_APPROVALS = (
     "WHERE a.status = ? ORDER BY a.requested_at"
 )
 
+# -- bearer tokens of the HTTP API ------------------------------------------------------------
+
+TOKEN_COLUMNS = "id, name, role, created_at, revoked_at"
+INSERT_TOKEN = "INSERT INTO tokens (id, name, role, hash, created_at) VALUES (?, ?, ?, ?, ?)"
+SELECT_TOKEN_BY_HASH = f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = ?"
+SELECT_TOKEN = f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE id = ?"
+LIST_TOKENS = f"SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY created_at, id"
+REVOKE_TOKEN = "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"
+SCHEDULE_DEAD_LETTER = "UPDATE dead_letters SET next_retry_at = ? WHERE id = ? AND status = 'open'"
+
 # -- planning runs, attempts and escalations -------------------------------------------------
 
 INSERT_RUN = (

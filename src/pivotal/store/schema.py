@@ -152,6 +152,18 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE sagas ADD COLUMN last_error TEXT;
     CREATE INDEX sagas_lease_token ON sagas(lease_token);
     """,
+    # 5: bearer tokens of the HTTP API: a principal's name and role, and only the hash of the
+    # secret (the token itself is shown once, when created, and never kept).
+    """
+    CREATE TABLE tokens (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        role TEXT NOT NULL,
+        hash TEXT NOT NULL UNIQUE,
+        created_at REAL NOT NULL,
+        revoked_at REAL
+    );
+    """,
 )
 
 

@@ -19,11 +19,12 @@ from pivotal.plan import Plan, Provenance
 from pivotal.state import ApprovalStatus, Event, SagaState, SagaStatus
 from pivotal.store import queries as q
 from pivotal.store import rows
-from pivotal.store.base import DeadLetter, PendingApproval, SagaSummary, StoredSaga
+from pivotal.store.base import DeadLetter, PendingApproval, SagaSummary, StoredSaga, Token
 from pivotal.store.primitives import BatchResult as BatchResult
 from pivotal.store.primitives import Fetch as Fetch
 from pivotal.store.primitives import Row as Row
 from pivotal.store.primitives import Stmt as Stmt
+from pivotal.store.schema import SQLITE_MIGRATIONS
 from pivotal.store.sql_planning import SQLPlanning
 
 
@@ -240,3 +241,32 @@ class SQLStore(SQLPlanning):
     ) -> list[DeadLetter]:
         found = await self._fetch(*q.select_dead_letters(status, due_by, id))
         return [DeadLetter(*r) for r in found]
+
+    async def schedule_dead_letter(self, dead_letter_id: int, at: float) -> bool:
+        if not 1 <= dead_letter_id < 2**63:
+            return False
+        found = await self._batch([Stmt(q.SCHEDULE_DEAD_LETTER, (at, dead_letter_id), guard=True)])
+        return not found.stopped
+
+    async def schema_versions(self) -> tuple[int, int]:
+        found = await self._fetch(q.SCHEMA_VERSION)
+        return int(found[0][0]), len(SQLITE_MIGRATIONS)
+
+    # -- bearer tokens of the HTTP API --------------------------------------------------
+
+    async def create_token(self, name: str, role: str, token_hash: str, at: float) -> Token:
+        token = Token(f"tok_{uuid.uuid4().hex[:12]}", name, role, at)
+        await self._batch([Stmt(q.INSERT_TOKEN, (token.id, name, role, token_hash, at))])
+        return token
+
+    async def token_by_hash(self, token_hash: str) -> Token | None:
+        found = await self._fetch(q.SELECT_TOKEN_BY_HASH, (token_hash,))
+        return Token(*found[0]) if found else None
+
+    async def list_tokens(self) -> list[Token]:
+        return [Token(*r) for r in await self._fetch(q.LIST_TOKENS)]
+
+    async def revoke_token(self, token_id: str, at: float) -> Token | None:
+        await self._batch([Stmt(q.REVOKE_TOKEN, (at, token_id))])
+        found = await self._fetch(q.SELECT_TOKEN, (token_id,))
+        return Token(*found[0]) if found else None

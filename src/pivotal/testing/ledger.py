@@ -18,7 +18,14 @@ from enum import StrEnum
 from pivotal.errors import StoreError
 from pivotal.plan import Plan, Provenance
 from pivotal.state import Event, SagaState, SagaStatus
-from pivotal.store.base import DeadLetter, PendingApproval, SagaSummary, Store, StoredSaga
+from pivotal.store.base import (
+    DeadLetter,
+    PendingApproval,
+    SagaSummary,
+    Store,
+    StoredSaga,
+    Token,
+)
 from pivotal.store.planning_records import (
     Escalation,
     EscalationStatus,
@@ -155,6 +162,24 @@ class FlakyStore:
         self, status: str | None = "open", *, due_by: float | None = None, id: int | None = None
     ) -> list[DeadLetter]:
         return await self.inner.dead_letters(status, due_by=due_by, id=id)
+
+    async def schedule_dead_letter(self, dead_letter_id: int, at: float) -> bool:
+        return await self.inner.schedule_dead_letter(dead_letter_id, at)
+
+    async def schema_versions(self) -> tuple[int, int]:
+        return await self.inner.schema_versions()
+
+    async def create_token(self, name: str, role: str, token_hash: str, at: float) -> Token:
+        return await self.inner.create_token(name, role, token_hash, at)
+
+    async def token_by_hash(self, token_hash: str) -> Token | None:
+        return await self.inner.token_by_hash(token_hash)
+
+    async def list_tokens(self) -> list[Token]:
+        return await self.inner.list_tokens()
+
+    async def revoke_token(self, token_id: str, at: float) -> Token | None:
+        return await self.inner.revoke_token(token_id, at)
 
     async def record_run(self, run: PlanningRun) -> None:
         await self.inner.record_run(run)

@@ -1,0 +1,140 @@
+"""Errors of the HTTP API: each a JSON body ``{"error": {"code", "message"}}`` (a rejected
+plan adds ``errors``, each in the shape of ``PlanError.to_dict``) with its status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from pivotal.errors import (
+    ApprovalError,
+    InvalidInput,
+    LeaseLost,
+    PivotalError,
+    PlanParseError,
+    PlanRejected,
+    PlanTooLarge,
+    SagaConflict,
+    SagaNotFound,
+    SagaNotParked,
+    SchemaMismatch,
+    StoreError,
+    VersionConflict,
+)
+from pivotal.store.planning_records import EscalationClosed, EscalationNotFound
+
+
+class Unauthorized(PivotalError):
+    """A bearer token is required; this one is missing, unknown or revoked."""
+
+    code = "unauthorized"
+
+
+class Forbidden(PivotalError):
+    """This principal's role may not do this."""
+
+    code = "forbidden"
+
+
+class FourEyes(Forbidden):
+    """The principal that submitted a saga cannot approve it."""
+
+    code = "four_eyes"
+
+
+class NotFound(PivotalError):
+    """Nothing here."""
+
+    code = "not_found"
+
+
+class BodyTooLarge(PivotalError):
+    """The request body is larger than the server reads."""
+
+    code = "body_too_large"
+
+
+class DeadLetterNotFound(NotFound):
+    """No open dead letter with this id."""
+
+    code = "dead_letter_not_found"
+
+
+# The first class in this list that an error is an instance of gives its status.
+STATUS: tuple[tuple[type[PivotalError], int], ...] = (
+    (Unauthorized, 401),
+    (Forbidden, 403),
+    (NotFound, 404),
+    (SagaNotFound, 404),
+    (EscalationNotFound, 404),
+    (BodyTooLarge, 413),
+    (PlanTooLarge, 413),
+    (PlanParseError, 422),
+    (PlanRejected, 422),
+    (InvalidInput, 422),
+    (SagaConflict, 409),
+    (VersionConflict, 409),
+    (ApprovalError, 409),
+    (SagaNotParked, 409),
+    (EscalationClosed, 409),
+    (LeaseLost, 409),  # a worker holds the saga right now: try again
+    (SchemaMismatch, 503),
+    (StoreError, 503),
+)
+
+
+def status_of(exc: PivotalError) -> int:
+    return next((status for cls, status in STATUS if isinstance(exc, cls)), 400)
+
+
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **extra}}
+
+
+def error_response(exc: PivotalError) -> JSONResponse:
+    extra: dict[str, Any] = {}
+    if isinstance(exc, PlanRejected):
+        extra["errors"] = [e.to_dict() for e in exc.errors]
+    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+    return JSONResponse(
+        error_body(exc.code, exc.message, **extra), status_code=status_of(exc), headers=headers
+    )
+
+
+async def _pivotal(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, PivotalError)
+    return error_response(exc)
+
+
+async def _http(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return JSONResponse(
+        error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+    )
+
+
+async def _invalid(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = [
+        {
+            "path": ".".join(str(p) for p in e.get("loc", ())),
+            "message": str(e.get("msg", ""))[:500],
+        }
+        for e in exc.errors()
+    ][:50]
+    message = "; ".join(f"{p['path']}: {p['message']}" for p in problems[:5])
+    return JSONResponse(
+        error_body(InvalidInput.code, message or "invalid request", problems=problems),
+        status_code=422,
+    )
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(PivotalError, _pivotal)
+    app.add_exception_handler(HTTPException, _http)
+    app.add_exception_handler(RequestValidationError, _invalid)

@@ -1,0 +1,2 @@
+"""The endpoints, one module per group: ``health``, ``agents``, ``approvals``,
+``operators``."""

@@ -1,0 +1,120 @@
+"""What agents do: validate and submit plans, read their own sagas and the catalogues.
+
+A plan is the request body itself, parsed with ``parse_plan`` (duplicate keys and plans
+over the limits are refused). The submitting principal is recorded as the plan's
+provenance actor, whatever the body said: it decides ownership and four-eyes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
+
+from pivotal.errors import PlanRejected, SagaNotFound
+from pivotal.plan import ActorType, Plan, parse_plan
+from pivotal.planning.render import render_catalogue
+from pivotal.principals import Role
+from pivotal.server import views
+from pivotal.server.auth import READERS, Principal, allow
+from pivotal.server.context import Context, context
+from pivotal.server.limits import Page, page
+from pivotal.state import SagaStatus
+from pivotal.validation import validate
+
+router = APIRouter(prefix="/v1", tags=["agents"])
+
+Ctx = Annotated[Context, Depends(context)]
+Submitter = Annotated[Principal, Depends(allow(Role.AGENT))]
+Anyone = Annotated[Principal, Depends(allow(Role.AGENT, *READERS))]
+Reader = Annotated[Principal, Depends(allow(*READERS))]
+PLAN_BODY = Body(
+    media_type="application/json",
+    description="The plan: catalogue, steps, rationale, provenance (the actor is replaced "
+    "by the calling principal).",
+    openapi_examples={
+        "plan": {"value": {"catalogue": "checkout", "steps": [], "rationale": "why"}}
+    },
+)
+SagaIdQuery = Query(
+    min_length=1, max_length=128, description="Idempotent saga id (same id, same plan)."
+)
+
+
+async def _plan(request: Request) -> bytes:
+    return await request.body()
+
+
+PlanBytes = Annotated[bytes, Depends(_plan)]
+
+
+def _as(plan: Plan, who: Principal) -> Plan:
+    kind = ActorType.AGENT if who.role is Role.AGENT else ActorType.HUMAN
+    provenance = plan.provenance.model_copy(update={"actor_type": kind, "actor_id": who.name})
+    return plan.model_copy(update={"provenance": provenance})
+
+
+@router.post("/plans/validate", openapi_extra={"requestBody": {"required": True}})
+async def validate_plan(ctx: Ctx, who: Submitter, body: PlanBytes) -> dict[str, Any]:
+    """Validate a plan without recording anything: every error with its code, step index,
+    JSON path and message."""
+    plan = parse_plan(body)
+    try:
+        catalogue = ctx.orchestrator.app.catalogue(plan.catalogue)
+        errors = validate(plan, catalogue, facts=ctx.orchestrator.app.facts)
+    except PlanRejected as exc:
+        errors = list(exc.errors)
+    return {"valid": not errors, "errors": [e.to_dict() for e in errors]}
+
+
+@router.post("/sagas", status_code=201, openapi_extra={"requestBody": {"required": True}})
+async def submit(
+    ctx: Ctx,
+    who: Submitter,
+    body: PlanBytes,
+    response: Response,
+    saga_id: Annotated[str | None, SagaIdQuery] = None,
+) -> dict[str, Any]:
+    """Validate and record a plan as a saga (a worker runs it). Idempotent on ``saga_id``:
+    the same id and plan answers 200 with the saga; the same id with another plan is 409."""
+    plan = _as(parse_plan(body), who)
+    existed = saga_id is not None and await ctx.store.load(saga_id) is not None
+    state = await ctx.orchestrator.submit(plan, saga_id=saga_id)
+    if existed:
+        response.status_code = 200
+    return views.outcome(state) | {"created": not existed}
+
+
+@router.get("/sagas")
+async def list_sagas(
+    ctx: Ctx,
+    who: Reader,
+    pages: Annotated[Page, Depends(page)],
+    status: SagaStatus | None = None,
+) -> dict[str, Any]:
+    """Sagas, newest first (``status=needs_human``: those parked for a person)."""
+    found = await ctx.store.list_sagas(status, pages.wanted)
+    return pages.of([asdict(s) | {"status": s.status.value} for s in found])
+
+
+@router.get("/sagas/{saga_id}")
+async def show_saga(ctx: Ctx, who: Anyone, saga_id: str) -> dict[str, Any]:
+    """Status, steps, the events timeline, provenance and reason of one saga. An agent sees
+    only the sagas it submitted."""
+    stored = await ctx.store.load(saga_id)
+    if stored is None or (who.role is Role.AGENT and stored.plan.provenance.actor_id != who.name):
+        raise SagaNotFound(f"no saga {saga_id[:200]!r}")
+    return views.saga(stored, await ctx.store.events(saga_id))
+
+
+@router.get("/catalogues/{name}")
+async def catalogue(ctx: Ctx, who: Anyone, name: str) -> dict[str, Any]:
+    """The catalogue as a planner sees it: the plan's JSON Schema and the text (never an
+    undo)."""
+    view = render_catalogue(ctx.orchestrator.app.catalogue(name))
+    return {
+        "catalogue": view.catalogue,
+        "schema": view.schema,
+        "text": view.text,
+        "steps": list(view.steps),
+    }

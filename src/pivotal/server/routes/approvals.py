@@ -1,0 +1,83 @@
+"""What approvers do: list pivots waiting for a person, approve or reject them.
+
+A decision names the saga version the approver was shown; if the saga changed since, it is
+refused (409) and nothing is recorded. The principal that submitted a saga cannot approve it
+(four-eyes). The decision is only recorded: a worker runs the saga on."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field
+
+from pivotal.principals import Role
+from pivotal.server import views
+from pivotal.server.auth import READERS, Principal, allow
+from pivotal.server.context import Context, context
+from pivotal.server.errors import FourEyes
+from pivotal.server.limits import Page, page
+
+router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
+
+Ctx = Annotated[Context, Depends(context)]
+Reader = Annotated[Principal, Depends(allow(*READERS))]
+Approver = Annotated[Principal, Depends(allow(Role.APPROVER))]
+MAX_TEXT = 4000
+
+
+class Decision(BaseModel):
+    """An approval decision on the saga version the approver was shown."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(default="", max_length=MAX_TEXT, description="Why (recorded).")
+    version: int = Field(ge=0, description="The saga version the decision was made on.")
+
+
+@router.get("")
+async def pending(ctx: Ctx, who: Reader, pages: Annotated[Page, Depends(page)]) -> dict[str, Any]:
+    """Pivots waiting for a decision, oldest first, each with the saga version to decide on."""
+    found = await ctx.store.pending_approvals()
+    chosen = pages.of(list(found[: pages.wanted]))
+    items = []
+    for p in chosen["items"]:
+        stored = await ctx.store.load(p.saga_id)
+        items.append(
+            asdict(p.approval)
+            | {
+                "saga_id": p.saga_id,
+                "catalogue": p.catalogue,
+                "step": p.step_name,
+                "step_index": p.approval.step,
+                "version": stored.state.version if stored else None,
+                "provenance": stored.plan.provenance.model_dump(mode="json") if stored else None,
+            }
+        )
+    return chosen | {"items": items}
+
+
+async def _decide(
+    ctx: Context, who: Principal, saga_id: str, decision: Decision, *, approve: bool
+) -> dict[str, Any]:
+    orch = ctx.orchestrator
+    stored = await orch.get(saga_id)
+    if approve and stored.plan.provenance.actor_id == who.name:
+        raise FourEyes(f"{who.name} submitted saga {saga_id} and cannot approve it too")
+    decide = orch.approve if approve else orch.reject
+    state = await decide(saga_id, who.name, decision.reason, run=False, version=decision.version)
+    return views.outcome(state)
+
+
+@router.post("/{saga_id}/approve")
+async def approve(ctx: Ctx, who: Approver, saga_id: str, decision: Decision) -> dict[str, Any]:
+    """Approve the pivot (a worker runs the saga on). 409 if the saga is no longer at
+    ``version`` or no longer waits; 403 ``four_eyes`` for the saga's own submitter."""
+    return await _decide(ctx, who, saga_id, decision, approve=True)
+
+
+@router.post("/{saga_id}/reject")
+async def reject(ctx: Ctx, who: Approver, saga_id: str, decision: Decision) -> dict[str, Any]:
+    """Reject the pivot: the saga compensates (in a worker). 409 as for approve."""
+    return await _decide(ctx, who, saga_id, decision, approve=False)

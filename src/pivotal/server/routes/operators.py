@@ -1,0 +1,116 @@
+"""What operators do: dead letters (retry, resolve), escalations (resolve), and sagas parked
+``needs_human`` (resume, resolve). Everything is recorded; workers do the running."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Path
+from pydantic import BaseModel, ConfigDict, Field
+
+from pivotal.principals import Role
+from pivotal.server import views
+from pivotal.server.auth import READERS, Principal, allow
+from pivotal.server.context import Context, context
+from pivotal.server.errors import DeadLetterNotFound
+from pivotal.server.limits import Page, page
+from pivotal.store.planning_records import EscalationStatus
+
+router = APIRouter(prefix="/v1", tags=["operators"])
+
+Ctx = Annotated[Context, Depends(context)]
+Reader = Annotated[Principal, Depends(allow(*READERS))]
+Operator = Annotated[Principal, Depends(allow(Role.OPERATOR))]
+Pages = Annotated[Page, Depends(page)]
+MAX_ID = 2**63 - 1
+
+
+class Why(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(min_length=1, max_length=4000, description="Why (recorded).")
+
+
+class Settled(Why):
+    saga_id: str | None = Field(
+        default=None, max_length=128, description="The saga a person started to settle it."
+    )
+
+
+# -- dead letters ------------------------------------------------------------------------
+
+
+@router.get("/dead-letters")
+async def dead_letters(
+    ctx: Ctx, who: Reader, pages: Pages, status: Literal["open", "resolved", "all"] = "open"
+) -> dict[str, Any]:
+    """Undos that could not run, oldest first."""
+    found = await ctx.store.dead_letters(None if status == "all" else status)
+    return pages.of([views.dead_letter(d) for d in found[: pages.wanted]])
+
+
+@router.post("/dead-letters/{dead_letter_id}/retry", status_code=202)
+async def retry_dead_letter(
+    ctx: Ctx, who: Operator, dead_letter_id: Annotated[int, Path(ge=1, le=MAX_ID)]
+) -> dict[str, Any]:
+    """Make the parked undo due now: a worker's sweep retries it with its undo key."""
+    now = ctx.clock.now()
+    if not await ctx.store.schedule_dead_letter(dead_letter_id, now):
+        raise DeadLetterNotFound(f"no open dead letter {dead_letter_id}")
+    return {"dead_letter_id": dead_letter_id, "status": "open", "next_retry_at": now}
+
+
+@router.post("/dead-letters/{dead_letter_id}/resolve")
+async def resolve_dead_letter(
+    ctx: Ctx, who: Operator, dead_letter_id: Annotated[int, Path(ge=1, le=MAX_ID)], body: Why
+) -> dict[str, Any]:
+    """Record that a person settled the parked undo by hand, and why."""
+    found = await ctx.store.dead_letters("open", id=dead_letter_id)
+    if not found:
+        raise DeadLetterNotFound(f"no open dead letter {dead_letter_id}")
+    await ctx.orchestrator.resolve_dead_letter(dead_letter_id, who.name, body.reason)
+    return {"dead_letter_id": dead_letter_id, "status": "resolved", "by": who.name}
+
+
+# -- escalations -------------------------------------------------------------------------
+
+
+@router.get("/escalations")
+async def escalations(
+    ctx: Ctx,
+    who: Reader,
+    pages: Pages,
+    status: Literal["open", "resolved", "all"] = "open",
+) -> dict[str, Any]:
+    """Requests no planner could turn into a valid plan, newest first."""
+    chosen = None if status == "all" else EscalationStatus(status)
+    found = await ctx.store.escalations(chosen, pages.wanted)
+    return pages.of([e.model_dump(mode="json") for e in found])
+
+
+@router.post("/escalations/{escalation_id}/resolve")
+async def resolve_escalation(
+    ctx: Ctx, who: Operator, escalation_id: Annotated[int, Path(ge=1, le=MAX_ID)], body: Settled
+) -> dict[str, Any]:
+    """Close an open escalation, with who and why."""
+    closed = await ctx.store.close_escalation(
+        escalation_id, who.name, body.reason, ctx.clock.now(), body.saga_id
+    )
+    return closed.model_dump(mode="json")
+
+
+# -- sagas parked for a person -------------------------------------------------------------
+
+
+@router.post("/sagas/{saga_id}/resume")
+async def resume(ctx: Ctx, who: Operator, saga_id: str, body: Why) -> dict[str, Any]:
+    """A needs_human saga whose cause was fixed goes on (in a worker), with the same keys."""
+    state = await ctx.orchestrator.resume(saga_id, who.name, body.reason, run=False)
+    return views.outcome(state)
+
+
+@router.post("/sagas/{saga_id}/resolve")
+async def resolve(ctx: Ctx, who: Operator, saga_id: str, body: Why) -> dict[str, Any]:
+    """A person settled a needs_human saga outside Pivotal: it ends resolved."""
+    state = await ctx.orchestrator.resolve(saga_id, who.name, body.reason)
+    return views.outcome(state)

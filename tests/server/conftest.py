@@ -1,0 +1,47 @@
+"""The HTTP API over the ``store`` fixture (both backends), through the ASGI app: a client
+per role, each with a token created in the ledger."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from server_api import ROLES, Clients, MakeClient, add_token
+
+from pivotal import FakeClock
+from pivotal.examples.commerce import CommerceApp
+from pivotal.server import create_app
+from pivotal.store import Store
+
+
+@pytest.fixture
+def api(store: Store, app: CommerceApp, clock: FakeClock) -> FastAPI:
+    return create_app(store, app, clock=clock)
+
+
+@pytest.fixture
+async def client(api: FastAPI) -> AsyncIterator[MakeClient]:
+    """``client(token)``: a client sending that bearer token (None: none)."""
+    made: list[httpx.AsyncClient] = []
+
+    def make(token: str | None) -> httpx.AsyncClient:
+        headers = {"Content-Type": "application/json"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        c = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=api), base_url="http://pivotal", headers=headers
+        )
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        await c.aclose()
+
+
+@pytest.fixture
+async def as_role(store: Store, clock: FakeClock, client: MakeClient) -> Clients:
+    """A client per role; the principal of role R is named R's value (``agent``, ...)."""
+    return {role: client(await add_token(store, role.value, role, clock)) for role in ROLES}

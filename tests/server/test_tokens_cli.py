@@ -1,0 +1,93 @@
+"""``pivotal tokens create/list/revoke``: the token is printed once, only its hash is kept,
+and a revoked token is refused by the API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+
+import httpx
+from typer.testing import CliRunner
+
+from pivotal.cli import cli
+from pivotal.examples.commerce import CommerceApp
+from pivotal.principals import hash_token
+from pivotal.server import create_app
+from pivotal.store import SQLiteStore
+
+
+def pivotal(ledger: Path, *args: str) -> tuple[int, str, str]:
+    done = CliRunner().invoke(cli, ["--db", f"sqlite:///{ledger}", *args])
+    return done.exit_code, done.stdout, done.stderr
+
+
+def test_tokens_create_list_revoke_and_a_revoked_token_is_401(
+    tmp_path: Path, app: CommerceApp
+) -> None:
+    ledger = tmp_path / "ledger.db"
+    status, out, err = pivotal(ledger, "tokens", "create", "--name", "alice", "--role", "approver")
+    assert status == 0, err
+    assert "shown only now" in out
+    status, out, err = pivotal(
+        ledger, "tokens", "create", "--name", "bot", "--role", "agent", "--json"
+    )
+    assert status == 0, err
+    created = json.loads(out)
+    assert created["name"] == "bot"
+    assert created["role"] == "agent"
+    secret = created["token"]
+    assert secret.startswith("pvt_")
+
+    status, out, _ = pivotal(ledger, "tokens", "list", "--json")
+    listed = json.loads(out)
+    assert [(t["name"], t["role"], t["revoked_at"]) for t in listed] == [
+        ("alice", "approver", None),
+        ("bot", "agent", None),
+    ]
+    assert secret not in out
+    with sqlite3.connect(ledger) as db:  # only the hash is kept
+        kept = [row[0] for row in db.execute("SELECT hash FROM tokens")]
+    assert hash_token(secret) in kept
+    assert secret not in ledger.read_bytes().decode("latin-1")
+    assert "alice" in pivotal(ledger, "tokens", "list")[1]
+
+    async def through_the_api() -> None:
+        async with SQLiteStore(ledger) as store:
+            api = create_app(store, app)
+            headers = {"Authorization": f"Bearer {secret}"}
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=api), base_url="http://pivotal", headers=headers
+            ) as client:
+                assert (await client.get("/v1/catalogues/checkout")).status_code == 200
+                await asyncio.to_thread(revoke)
+                refused = await client.get("/v1/catalogues/checkout")
+                assert refused.status_code == 401
+
+    def revoke() -> None:
+        status, out, err = pivotal(ledger, "tokens", "revoke", created["id"], "--json")
+        assert status == 0, err
+        assert json.loads(out)["revoked_at"] is not None
+
+    asyncio.run(through_the_api())
+    status, _, err = pivotal(ledger, "tokens", "revoke", "tok_nope")
+    assert status == 2
+    assert err.startswith("error [invalid_input]: no token")
+    status, _, err = pivotal(ledger, "tokens", "create", "--name", "x", "--role", "root")
+    assert status == 2
+    status, _, err = pivotal(ledger, "tokens", "create", "--name", " ", "--role", "viewer")
+    assert status == 2
+    assert "error [invalid_input]" in err
+
+
+def test_serve_check_builds_the_api_without_listening(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.db"
+    done = CliRunner().invoke(
+        cli, ["--db", f"sqlite:///{ledger}", "--example-app", "serve", "--check"]
+    )
+    assert done.exit_code == 0, done.stderr
+    assert "ready to serve" in done.stderr
+    refused = CliRunner().invoke(cli, ["--db", f"sqlite:///{ledger}", "serve", "--check"])
+    assert refused.exit_code == 2
+    assert refused.stderr.startswith("error [app_required]")
