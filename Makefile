@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo serve test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,6 +13,19 @@ $(VENV)/.installed: pyproject.toml
 
 demo: $(VENV)/.installed
 	$(BIN)/pivotal demo
+
+# The approver's web page over the demo's ledger (saga demo-9 waits for a decision).
+DEMO_DIR ?= pivotal-demo
+DEMO_DB := sqlite:///$(DEMO_DIR)/pivotal.db
+PORT ?= 8000
+serve: $(VENV)/.installed
+	@test -f $(DEMO_DIR)/pivotal.db || $(BIN)/pivotal demo --out $(DEMO_DIR) > /dev/null
+	@token=$$($(BIN)/pivotal --db $(DEMO_DB) tokens create --name demo-approver --role approver --json \
+		| $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["token"])') && \
+	echo "Open http://127.0.0.1:$(PORT)/ui/login and paste the approver token:" && \
+	echo "  $$token" && \
+	PIVOTAL_COMMERCE_STATE=$(DEMO_DIR)/commerce.db \
+		$(BIN)/pivotal --db $(DEMO_DB) --example-app serve --port $(PORT)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check src tests bench examples

@@ -8,7 +8,7 @@ from pivotal.app import App
 from pivotal.catalogue import Catalogue
 from pivotal.clock import Clock, SystemClock
 from pivotal.orchestrator import Orchestrator
-from pivotal.server import errors
+from pivotal.server import errors, pages
 from pivotal.server.context import Context
 from pivotal.server.limits import MAX_BODY, BodyLimit
 from pivotal.server.routes import agents, approvals, health, operators
@@ -38,5 +38,6 @@ def create_app(
     errors.install(api)
     for group in (health, agents, approvals, operators):
         api.include_router(group.router)
+    api.include_router(pages.router)
     api.add_middleware(BodyLimit, max_body=max_body)
     return api

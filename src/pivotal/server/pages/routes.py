@@ -1,0 +1,396 @@
+"""The web pages under ``/ui``: login, the approvals queue and detail, saga timelines and
+the operators' dead letters and needs_human sagas. Every POST form is CSRF-checked."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any
+
+from fastapi import APIRouter, Request
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from starlette.datastructures import FormData
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from pivotal.errors import (
+    ApprovalError,
+    InvalidInput,
+    SagaNotFound,
+    SagaNotParked,
+    VersionConflict,
+)
+from pivotal.principals import Role
+from pivotal.server.context import Context
+from pivotal.server.pages import session, views
+from pivotal.server.pages.session import Viewer
+from pivotal.state import SagaStatus
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+_HERE = resources.files("pivotal.server")
+templates = Environment(
+    loader=FileSystemLoader(str(_HERE / "templates")),
+    autoescape=True,
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+STATIC = {"style.css": "text/css", "poll.js": "text/javascript"}
+NOTICES = {
+    "approved": "Approved: a worker runs the saga on.",
+    "rejected": "Rejected: a worker runs the undos.",
+    "retry": "The dead letter is due now: a worker's sweep retries it.",
+    "resolved": "Recorded as resolved.",
+    "resumed": "Resumed: a worker picks the saga up.",
+}
+MAX_REASON = 4000
+READERS = (Role.APPROVER, Role.OPERATOR, Role.VIEWER)
+Page = Callable[[Request, Context, Viewer], Awaitable[Response]]
+
+
+def _ctx(request: Request) -> Context:
+    found: Context = request.app.state.pivotal
+    return found
+
+
+def page(
+    request: Request, name: str, status: int = 200, who: Viewer | None = None, **values: Any
+) -> HTMLResponse:
+    html = templates.get_template(name).render(
+        who=who, path=request.url.path, csrf=who.csrf if who else "", **values
+    )
+    return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+def refused(request: Request, who: Viewer | None, status: int, message: str) -> HTMLResponse:
+    return page(request, "error.html", status, who, status_code=status, message=message)
+
+
+def to(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303, headers={"Cache-Control": "no-store"})
+
+
+async def _who(request: Request, roles: tuple[Role, ...]) -> Viewer | Response:
+    who = await session.viewer(request, _ctx(request).store)
+    if who is None:
+        return to("/ui/login")
+    if not who.may(*roles):
+        allowed = ", ".join(sorted({r.value for r in roles} | {"admin"}))
+        return refused(request, who, 403, f"The role {who.role.value} may not do this ({allowed}).")
+    return who
+
+
+async def _form(request: Request, who: Viewer) -> FormData | Response:
+    form = await request.form()
+    if not session.same(form.get("csrf"), who.csrf):
+        return refused(request, who, 403, "The form's CSRF token is missing or wrong.")
+    return form
+
+
+def _reason(form: FormData) -> str | None:
+    reason = form.get("reason")
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON:
+        return None
+    return reason.strip()
+
+
+# -- static files and login ----------------------------------------------------------------
+
+
+@router.get("/static/{name}")
+async def static(name: str) -> Response:
+    if name not in STATIC:
+        return Response("not found", status_code=404)
+    body = (_HERE / "static" / name).read_bytes()
+    return Response(body, media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
+
+
+@router.get("")
+async def home() -> Response:
+    return to("/ui/approvals")
+
+
+@router.get("/login")
+async def login_form(request: Request) -> Response:
+    return _login_page(request, 200, "")
+
+
+def _login_page(request: Request, status: int, error: str) -> Response:
+    token = secrets.token_urlsafe(24)
+    response = page(request, "login.html", status, login_csrf=token, error=error)
+    session.set_cookie(request, response, session.LOGIN_COOKIE, token, 3600)
+    return response
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    form = await request.form()
+    if not session.same(form.get("csrf"), request.cookies.get(session.LOGIN_COOKIE)):
+        return refused(request, None, 403, "The login form's CSRF token is missing or wrong.")
+    token = form.get("token")
+    if not isinstance(token, str) or not token.strip() or len(token) > session.MAX_TOKEN:
+        return _login_page(request, 401, "That token is unknown or revoked.")
+    sessions = session.sessions_of(request)
+    sid, opened = sessions.open(token.strip())
+    found = await session.role_of(_ctx(request).store, opened.token_hash)
+    if found is None:
+        sessions.close(sid)
+        return _login_page(request, 401, "That token is unknown or revoked.")
+    if found[1] is Role.AGENT:
+        sessions.close(sid)
+        return _login_page(request, 403, "Agents use the API, not these pages.")
+    response = to("/ui/approvals" if found[1] is not Role.OPERATOR else "/ui/needs-human")
+    session.set_cookie(request, response, session.COOKIE, sid, int(session.TTL))
+    response.delete_cookie(session.LOGIN_COOKIE, path=session.PATH)
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    who = await _who(request, READERS)
+    if not isinstance(who, Viewer):
+        return who
+    form = await _form(request, who)
+    if not isinstance(form, FormData):
+        return form
+    session.sessions_of(request).close(request.cookies.get(session.COOKIE))
+    response = to("/ui/login")
+    response.delete_cookie(session.COOKIE, path=session.PATH)
+    return response
+
+
+# -- approvals -----------------------------------------------------------------------------
+
+
+async def _queue(ctx: Context) -> list[dict[str, Any]]:
+    now = ctx.clock.now()
+    found = sorted(await ctx.store.pending_approvals(), key=lambda p: p.approval.requested_at)
+    items = []
+    for p in found[:200]:
+        stored = await ctx.store.load(p.saga_id)
+        try:
+            catalogue = ctx.orchestrator.app.catalogue(p.catalogue)
+        except Exception:  # a catalogue this server does not load: shown without a tier
+            catalogue = None
+        items.append(views.queue_item(p, stored, catalogue, now))
+    return items
+
+
+@router.get("/approvals")
+async def approvals(request: Request, partial: bool = False) -> Response:
+    who = await _who(request, READERS)
+    if not isinstance(who, Viewer):
+        return who
+    items = await _queue(_ctx(request))
+    name = "queue_rows.html" if partial else "queue.html"
+    return page(request, name, 200, who, items=items)
+
+
+async def _detail(
+    request: Request, who: Viewer, saga_id: str, status: int = 200, stale: str = ""
+) -> Response:
+    ctx = _ctx(request)
+    stored = await ctx.store.load(saga_id)
+    if stored is None:
+        return refused(request, who, 404, "There is no such saga.")
+    catalogue = ctx.orchestrator.app.catalogue(stored.state.catalogue)
+    now = ctx.clock.now()
+    return page(
+        request,
+        "detail.html",
+        status,
+        who,
+        saga=views.head(stored),
+        steps=views.steps(stored),
+        decision=views.decision(stored, catalogue, now),
+        awaiting=stored.state.status is SagaStatus.AWAITING_APPROVAL,
+        own=stored.plan.provenance.actor_id == who.name,
+        stale=stale,
+    )
+
+
+@router.get("/approvals/{saga_id}")
+async def approval(request: Request, saga_id: str) -> Response:
+    who = await _who(request, READERS)
+    if not isinstance(who, Viewer):
+        return who
+    return await _detail(request, who, saga_id)
+
+
+async def _decide(request: Request, saga_id: str, approve: bool) -> Response:
+    who = await _who(request, (Role.APPROVER,))
+    if not isinstance(who, Viewer):
+        return who
+    form = await _form(request, who)
+    if not isinstance(form, FormData):
+        return form
+    reason = _reason(form)
+    version = form.get("version")
+    if reason is None or not isinstance(version, str) or not version.isdigit():
+        return refused(request, who, 400, "A decision needs a reason and the version shown.")
+    ctx = _ctx(request)
+    stored = await ctx.store.load(saga_id)
+    if stored is None:
+        return refused(request, who, 404, "There is no such saga.")
+    if approve and stored.plan.provenance.actor_id == who.name:
+        return refused(request, who, 403, f"{who.name} submitted this saga and cannot approve it.")
+    decide = ctx.orchestrator.approve if approve else ctx.orchestrator.reject
+    try:
+        await decide(saga_id, who.name, reason, run=False, version=int(version))
+    except (VersionConflict, ApprovalError):
+        stale = "The saga changed since you opened it; nothing was decided. It is now:"
+        return await _detail(request, who, saga_id, 409, stale)
+    return to(f"/ui/sagas/{saga_id}?notice={'approved' if approve else 'rejected'}")
+
+
+@router.post("/approvals/{saga_id}/approve")
+async def approve(request: Request, saga_id: str) -> Response:
+    return await _decide(request, saga_id, approve=True)
+
+
+@router.post("/approvals/{saga_id}/reject")
+async def reject(request: Request, saga_id: str) -> Response:
+    return await _decide(request, saga_id, approve=False)
+
+
+# -- sagas ---------------------------------------------------------------------------------
+
+
+@router.get("/sagas")
+async def sagas(request: Request, status: str = "") -> Response:
+    who = await _who(request, READERS)
+    if not isinstance(who, Viewer):
+        return who
+    chosen = SagaStatus(status) if status in {s.value for s in SagaStatus} else None
+    found = await _ctx(request).store.list_sagas(chosen, 200)
+    rows = [
+        {
+            "saga_id": s.saga_id,
+            "catalogue": s.catalogue,
+            "status": s.status.value,
+            "updated_at": views.when(s.updated_at),
+            "reason": views.as_text(s.reason or "", 120),
+        }
+        for s in found
+    ]
+    statuses = [s.value for s in SagaStatus]
+    shown = status if chosen else ""
+    return page(request, "sagas.html", 200, who, rows=rows, statuses=statuses, chosen=shown)
+
+
+@router.get("/sagas/{saga_id}")
+async def saga(request: Request, saga_id: str, notice: str = "") -> Response:
+    who = await _who(request, READERS)
+    if not isinstance(who, Viewer):
+        return who
+    ctx = _ctx(request)
+    stored = await ctx.store.load(saga_id)
+    if stored is None:
+        return refused(request, who, 404, "There is no such saga.")
+    events = await ctx.store.events(saga_id)
+    return page(
+        request,
+        "saga.html",
+        200,
+        who,
+        saga=views.head(stored),
+        steps=views.steps(stored),
+        events=views.timeline(stored.state, events),
+        notice=NOTICES.get(notice, ""),
+        parked=stored.state.status is SagaStatus.NEEDS_HUMAN,
+        awaiting=stored.state.status is SagaStatus.AWAITING_APPROVAL,
+    )
+
+
+# -- operators -----------------------------------------------------------------------------
+
+
+@router.get("/dead-letters")
+async def dead_letters(request: Request, notice: str = "") -> Response:
+    who = await _who(request, READERS)
+    if not isinstance(who, Viewer):
+        return who
+    found = await _ctx(request).store.dead_letters("open")
+    rows = [views.dead_letter(d) for d in found[:200]]
+    return page(request, "dead_letters.html", 200, who, rows=rows, notice=NOTICES.get(notice, ""))
+
+
+@router.post("/dead-letters/{dead_letter_id}/{action}")
+async def dead_letter(request: Request, dead_letter_id: int, action: str) -> Response:
+    who = await _who(request, (Role.OPERATOR,))
+    if not isinstance(who, Viewer):
+        return who
+    form = await _form(request, who)
+    if not isinstance(form, FormData):
+        return form
+    ctx = _ctx(request)
+    if action == "retry":
+        if not await ctx.store.schedule_dead_letter(dead_letter_id, ctx.clock.now()):
+            return refused(request, who, 404, "There is no such open dead letter.")
+        return to("/ui/dead-letters?notice=retry")
+    if action != "resolve":
+        return refused(request, who, 404, "There is no such action.")
+    reason = _reason(form)
+    if reason is None:
+        return refused(request, who, 400, "Resolving needs a reason.")
+    if not await ctx.store.dead_letters("open", id=dead_letter_id):
+        return refused(request, who, 404, "There is no such open dead letter.")
+    try:
+        await ctx.orchestrator.resolve_dead_letter(dead_letter_id, who.name, reason)
+    except InvalidInput as exc:
+        return refused(request, who, 409, str(exc))
+    return to("/ui/dead-letters?notice=resolved")
+
+
+@router.get("/needs-human")
+async def needs_human(request: Request, notice: str = "") -> Response:
+    who = await _who(request, READERS)
+    if not isinstance(who, Viewer):
+        return who
+    found = await _ctx(request).store.list_sagas(SagaStatus.NEEDS_HUMAN, 200)
+    rows = [
+        {
+            "saga_id": s.saga_id,
+            "catalogue": s.catalogue,
+            "updated_at": views.when(s.updated_at),
+            "reason": views.as_text(s.reason or "", 300),
+        }
+        for s in found
+    ]
+    return page(request, "needs_human.html", 200, who, rows=rows, notice=NOTICES.get(notice, ""))
+
+
+@router.post("/sagas/{saga_id}/{action}")
+async def parked(request: Request, saga_id: str, action: str) -> Response:
+    who = await _who(request, (Role.OPERATOR,))
+    if not isinstance(who, Viewer):
+        return who
+    form = await _form(request, who)
+    if not isinstance(form, FormData):
+        return form
+    if action not in ("resume", "resolve"):
+        return refused(request, who, 404, "There is no such action.")
+    reason = _reason(form)
+    if reason is None:
+        return refused(request, who, 400, f"To {action} a saga needs a reason.")
+    orch = _ctx(request).orchestrator
+    try:
+        if action == "resume":
+            await orch.resume(saga_id, who.name, reason, run=False)
+        else:
+            await orch.resolve(saga_id, who.name, reason)
+    except SagaNotFound:
+        return refused(request, who, 404, "There is no such saga.")
+    except (SagaNotParked, VersionConflict) as exc:
+        return refused(request, who, 409, str(exc))
+    return to(f"/ui/sagas/{saga_id}?notice={'resumed' if action == 'resume' else 'resolved'}")

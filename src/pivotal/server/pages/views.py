@@ -1,0 +1,197 @@
+"""What the pages show, computed from the ledger: plain dicts for the templates."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pivotal import render
+from pivotal.catalogue import Catalogue
+from pivotal.plan import Plan
+from pivotal.state import Event, SagaState, StepStatus
+from pivotal.store.base import DeadLetter, PendingApproval, StoredSaga
+
+when = render.when
+UNDONE = (StepStatus.SUCCEEDED, StepStatus.UNKNOWN, StepStatus.STARTED, StepStatus.RETRY_WAIT)
+
+
+def waited(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def as_text(value: Any, limit: int = 300) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _args(plan: Plan) -> list[dict[str, Any]]:
+    return [dict(f.call.args) for f in plan.calls()]
+
+
+def _field(plan: Plan, names: tuple[str, ...], first: int | None = None) -> str | None:
+    args = _args(plan)
+    order = ([args[first]] if first is not None and first < len(args) else []) + args
+    for found in order:
+        for name in names:
+            if found.get(name) not in (None, ""):
+                return str(found[name])
+    return None
+
+
+def tier(catalogue: Catalogue | None, plan: Plan, index: int) -> str | None:
+    """The customer tier as the approval policy tells it from a trusted source (its
+    ``tier_of``), else None: never from text the planner wrote."""
+    tier_of = getattr(catalogue.approval, "tier_of", None) if catalogue else None
+    calls = plan.calls()
+    if tier_of is None or index >= len(calls) or catalogue is None:
+        return None
+    step = catalogue.get(calls[index].call.name)
+    try:
+        found = tier_of(step.parse_args(calls[index].call.args), plan) if step else None
+    except Exception:  # an unknown tier is shown as unknown
+        return None
+    return str(found) if found else None
+
+
+def queue_item(
+    p: PendingApproval, stored: StoredSaga | None, catalogue: Catalogue | None, now: float
+) -> dict[str, Any]:
+    a = p.approval
+    plan = stored.plan if stored else None
+    return {
+        "saga_id": p.saga_id,
+        "catalogue": p.catalogue,
+        "step": p.step_name,
+        "amount": _field(plan, ("amount",), a.step) if plan else None,
+        "tier": tier(catalogue, plan, a.step) if plan else None,
+        "why": a.reason,
+        "waited": waited(now - a.requested_at),
+        "requested_at": render.when(a.requested_at),
+        "expires_at": render.when(a.expires_at),
+        "expires_in": waited(a.expires_at - now) if a.expires_at > now else "expired",
+        "expired": a.expires_at <= now,
+        "actor": plan.provenance.actor_id if plan else None,
+    }
+
+
+def steps(stored: StoredSaga) -> list[dict[str, Any]]:
+    args = _args(stored.plan)
+    rows = []
+    for r in stored.state.steps:
+        rows.append(
+            {
+                "index": r.index,
+                "name": r.name,
+                "kind": r.kind,
+                "group": r.group,
+                "args": as_text(args[r.index] if r.index < len(args) else {}),
+                "status": r.status.value,
+                "attempts": r.attempts,
+                "undo": "" if r.undo_status.value == "none" else r.undo_status.value,
+                "outcome": as_text(r.undo_error or r.error or r.result or "", 200),
+            }
+        )
+    return rows
+
+
+def _precondition(catalogue: Catalogue, name: str, args: dict[str, Any]) -> str:
+    step = catalogue.get(name)
+    if step is None or step.precondition is None:
+        return "this step has no precondition"
+    try:
+        reason = step.precondition(step.parse_args(args))
+    except Exception as exc:  # a precondition that raises does not hold
+        return f"does not hold now: it raised {type(exc).__name__}"
+    return f"does not hold now: {reason}" if reason else "holds now"
+
+
+def decision(stored: StoredSaga, catalogue: Catalogue, now: float) -> dict[str, Any] | None:
+    """What approving and rejecting will do, and the re-check before the pivot."""
+    state, a = stored.state, stored.state.approval
+    if a is None:
+        return None
+    args = _args(stored.plan)
+    after = [
+        {"index": r.index, "name": r.name, "kind": r.kind, "args": as_text(args[r.index])}
+        for r in state.steps[a.step :]
+    ]
+    ran = [
+        r
+        for r in state.steps
+        if r.status in UNDONE
+        and r.index < a.step
+        and (s := catalogue.get(r.name)) is not None
+        and s.undo is not None
+    ]
+    ran.sort(key=lambda r: (r.seq or 0, r.index), reverse=True)
+    undos = [{"index": r.index, "name": r.name, "args": as_text(args[r.index])} for r in ran]
+    pivot = state.steps[a.step]
+    return {
+        "tier": tier(catalogue, stored.plan, a.step),
+        "status": a.status.value,
+        "pivot": pivot.name,
+        "approve": after,
+        "reject": undos,
+        "expires_at": render.when(a.expires_at),
+        "expires_in": waited(a.expires_at - now) if a.expires_at > now else None,
+        "precondition": _precondition(catalogue, pivot.name, args[a.step]),
+        "why": a.reason,
+        "requested_at": render.when(a.requested_at),
+        "waited": waited(now - a.requested_at),
+        "approver": a.approver,
+        "note": a.note,
+        "decided_at": render.when(a.decided_at),
+    }
+
+
+def timeline(state: SagaState, events: list[Event]) -> list[dict[str, Any]]:
+    start = events[0].at if events else 0.0
+    return [
+        {
+            "seq": e.seq,
+            "at": render.when(e.at),
+            "plus": f"+{(e.at - start):.1f}s",
+            "type": e.type.value,
+            "step": state.steps[e.step].name if e.step is not None else "",
+            "attempt": "" if e.attempt is None else e.attempt,
+            "detail": as_text(render._detail(e), 300),
+        }
+        for e in events
+    ]
+
+
+def head(stored: StoredSaga) -> dict[str, Any]:
+    state = stored.state
+    return {
+        "saga_id": state.saga_id,
+        "catalogue": state.catalogue,
+        "status": state.status.value,
+        "version": state.version,
+        "reason": state.reason,
+        "created_at": render.when(state.created_at),
+        "updated_at": render.when(state.updated_at),
+        "rationale": stored.plan.rationale,
+        "provenance": stored.plan.provenance.model_dump(mode="json"),
+    }
+
+
+def dead_letter(d: DeadLetter) -> dict[str, Any]:
+    return {
+        "id": d.id,
+        "saga_id": d.saga_id,
+        "step": d.step_name,
+        "undo_key": d.undo_key,
+        "error": as_text(d.error or "", 200),
+        "attempts": d.attempts,
+        "retries": d.retries,
+        "status": d.status,
+        "created_at": render.when(d.created_at),
+        "next_retry_at": render.when(d.next_retry_at) if d.next_retry_at else "only by hand",
+    }
