@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from pivotal.errors import (
@@ -87,6 +88,47 @@ STATUS: tuple[tuple[type[PivotalError], int], ...] = (
 )
 
 
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable ``code`` and a message for people."""
+
+    model_config = ConfigDict(extra="allow")
+
+    code: str = Field(description="Stable machine-readable code, e.g. `version_conflict`.")
+    message: str
+    errors: list[dict[str, Any]] | None = Field(
+        default=None, description="A rejected plan's errors (``PlanError.to_dict``)."
+    )
+    problems: list[dict[str, str]] | None = Field(
+        default=None, description="An invalid request's problems: path and message."
+    )
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: ``{"error": {"code", "message", ...}}``."""
+
+    error: ErrorDetail
+
+
+WHY = {
+    400: "The request cannot be carried out.",
+    401: "No bearer token, or an unknown or revoked one.",
+    403: "The caller's role may not do this.",
+    404: "Nothing here.",
+    409: "The saga, dead letter or escalation is not in a state that allows this.",
+    413: "The request body is too large.",
+    422: "The request or the plan is invalid.",
+    503: "The ledger is not reachable or its schema is not current.",
+}
+
+
+def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error statuses, each with the error body."""
+    return {code: {"model": ErrorBody, "description": WHY[code]} for code in codes}
+
+
+AUTHED = (401, 403, 422, 503)  # what every call with a token may answer
+
+
 def status_of(exc: PivotalError) -> int:
     return next((status for cls, status in STATUS if isinstance(exc, cls)), 400)
 
@@ -112,6 +154,8 @@ async def _pivotal(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 400:  # FastAPI could not read the body (not UTF-8, say)
+        return JSONResponse(error_body(InvalidInput.code, str(exc.detail)), status_code=422)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     return JSONResponse(
         error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar
 
-from pivotal.state import Event, SagaState
+from pydantic import BaseModel, ConfigDict, Field
+
+from pivotal.state import Event, SagaState, SagaStatus
 from pivotal.store.base import DeadLetter, StoredSaga
 
 
@@ -38,3 +40,120 @@ def saga(stored: StoredSaga, events: list[Event]) -> dict[str, Any]:
 
 def dead_letter(letter: DeadLetter) -> dict[str, Any]:
     return asdict(letter)
+
+
+# -- the shapes the API answers with (its OpenAPI response schemas) ------------------------
+
+
+class View(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Outcome(View):
+    """A saga's status after a submission or a decision."""
+
+    saga_id: str
+    status: SagaStatus
+    version: int
+    reason: str | None
+    approval: dict[str, Any] | None = Field(description="The pending or decided approval.")
+
+
+class Submitted(Outcome):
+    created: bool = Field(description="False when this saga id was recorded already.")
+
+
+class SagaView(Outcome):
+    """Status, steps, the events timeline, provenance and plan of one saga."""
+
+    catalogue: str
+    plan_digest: str
+    created_at: float
+    updated_at: float
+    provenance: dict[str, Any]
+    rationale: str
+    plan: dict[str, Any]
+    steps: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+
+
+class Validated(View):
+    valid: bool
+    errors: list[dict[str, Any]] = Field(description="Each as ``PlanError.to_dict``.")
+
+
+class CatalogueView(View):
+    catalogue: str
+    schema_: dict[str, Any] = Field(alias="schema", description="The plan's JSON Schema.")
+    text: str
+    steps: list[Any]
+
+
+class SagaRow(View):
+    saga_id: str
+    catalogue: str
+    status: SagaStatus
+    reason: str | None
+    created_at: float
+    updated_at: float
+
+
+class PendingRow(View):
+    saga_id: str
+    catalogue: str
+    step: str
+    step_index: int
+    version: int | None
+    provenance: dict[str, Any] | None
+
+
+class DeadLetterRow(View):
+    id: int
+    saga_id: str
+    step: int
+    step_name: str
+    undo_key: str
+    error: str | None
+    attempts: int
+    status: Literal["open", "resolved"]
+    created_at: float
+    retries: int
+    next_retry_at: float | None
+    resolved_at: float | None
+    resolution: str | None
+
+
+class EscalationRow(View):
+    id: int
+    run: dict[str, Any]
+    status: Literal["open", "resolved"]
+    reason: str
+    created_at: float
+    resolved_at: float | None
+    resolved_by: str | None
+    resolution: str | None
+    saga_id: str | None
+
+
+class Retried(View):
+    dead_letter_id: int
+    status: Literal["open"]
+    next_retry_at: float
+
+
+class Resolved(View):
+    dead_letter_id: int
+    status: Literal["resolved"]
+    by: str
+
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a list, newest or oldest first as the list says."""
+
+    items: list[T]
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="The offset of the next page; null: none.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from pivotal.errors import PlanRejected, SagaNotFound
 from pivotal.plan import ActorType, Plan, parse_plan
@@ -18,24 +18,49 @@ from pivotal.principals import Role
 from pivotal.server import views
 from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
+from pivotal.server.errors import AUTHED, responses
 from pivotal.server.limits import Page, page
 from pivotal.state import SagaStatus
 from pivotal.validation import validate
 
-router = APIRouter(prefix="/v1", tags=["agents"])
+router = APIRouter(prefix="/v1", tags=["agents"], responses=responses(*AUTHED))
 
 Ctx = Annotated[Context, Depends(context)]
 Submitter = Annotated[Principal, Depends(allow(Role.AGENT))]
 Anyone = Annotated[Principal, Depends(allow(Role.AGENT, *READERS))]
 Reader = Annotated[Principal, Depends(allow(*READERS))]
-PLAN_BODY = Body(
-    media_type="application/json",
-    description="The plan: catalogue, steps, rationale, provenance (the actor is replaced "
-    "by the calling principal).",
-    openapi_examples={
-        "plan": {"value": {"catalogue": "checkout", "steps": [], "rationale": "why"}}
+PLAN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["catalogue", "steps"],
+    "properties": {
+        "catalogue": {"type": "string"},
+        "steps": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {"name": {"type": "string"}, "args": {"type": "object"}},
+            },
+        },
+        "rationale": {"type": "string"},
+        "provenance": {"type": "object"},
     },
-)
+}
+# The plan is the request body itself, read as bytes and parsed with ``parse_plan``; the
+# catalogue's own schema (GET /v1/catalogues/{name}) says what its steps take.
+PLAN_REQUEST: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "The plan: catalogue, steps, rationale, provenance (the actor is "
+        "replaced by the calling principal).",
+        "content": {
+            "application/json": {
+                "schema": PLAN_SCHEMA,
+                "example": {"catalogue": "checkout", "steps": [], "rationale": "why"},
+            }
+        },
+    }
+}
 SagaIdQuery = Query(
     min_length=1, max_length=128, description="Idempotent saga id (same id, same plan)."
 )
@@ -54,7 +79,12 @@ def _as(plan: Plan, who: Principal) -> Plan:
     return plan.model_copy(update={"provenance": provenance})
 
 
-@router.post("/plans/validate", openapi_extra={"requestBody": {"required": True}})
+@router.post(
+    "/plans/validate",
+    openapi_extra=PLAN_REQUEST,
+    response_model=views.Validated,
+    responses=responses(413),
+)
 async def validate_plan(ctx: Ctx, who: Submitter, body: PlanBytes) -> dict[str, Any]:
     """Validate a plan without recording anything: every error with its code, step index,
     JSON path and message."""
@@ -67,7 +97,16 @@ async def validate_plan(ctx: Ctx, who: Submitter, body: PlanBytes) -> dict[str, 
     return {"valid": not errors, "errors": [e.to_dict() for e in errors]}
 
 
-@router.post("/sagas", status_code=201, openapi_extra={"requestBody": {"required": True}})
+@router.post(
+    "/sagas",
+    status_code=201,
+    openapi_extra=PLAN_REQUEST,
+    response_model=views.Submitted,
+    responses={
+        200: {"description": "This saga id was already recorded with this plan."},
+        **responses(409, 413),
+    },
+)
 async def submit(
     ctx: Ctx,
     who: Submitter,
@@ -85,7 +124,7 @@ async def submit(
     return views.outcome(state) | {"created": not existed}
 
 
-@router.get("/sagas")
+@router.get("/sagas", response_model=views.Page[views.SagaRow])
 async def list_sagas(
     ctx: Ctx,
     who: Reader,
@@ -97,7 +136,7 @@ async def list_sagas(
     return pages.of([asdict(s) | {"status": s.status.value} for s in found])
 
 
-@router.get("/sagas/{saga_id}")
+@router.get("/sagas/{saga_id}", response_model=views.SagaView, responses=responses(404))
 async def show_saga(ctx: Ctx, who: Anyone, saga_id: str) -> dict[str, Any]:
     """Status, steps, the events timeline, provenance and reason of one saga. An agent sees
     only the sagas it submitted."""
@@ -107,7 +146,7 @@ async def show_saga(ctx: Ctx, who: Anyone, saga_id: str) -> dict[str, Any]:
     return views.saga(stored, await ctx.store.events(saga_id))
 
 
-@router.get("/catalogues/{name}")
+@router.get("/catalogues/{name}", response_model=views.CatalogueView)
 async def catalogue(ctx: Ctx, who: Anyone, name: str) -> dict[str, Any]:
     """The catalogue as a planner sees it: the plan's JSON Schema and the text (never an
     undo)."""

@@ -16,10 +16,10 @@ from pivotal.principals import Role
 from pivotal.server import views
 from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
-from pivotal.server.errors import FourEyes
+from pivotal.server.errors import AUTHED, FourEyes, responses
 from pivotal.server.limits import Page, page
 
-router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
+router = APIRouter(prefix="/v1/approvals", tags=["approvals"], responses=responses(*AUTHED))
 
 Ctx = Annotated[Context, Depends(context)]
 Reader = Annotated[Principal, Depends(allow(*READERS))]
@@ -36,7 +36,7 @@ class Decision(BaseModel):
     version: int = Field(ge=0, description="The saga version the decision was made on.")
 
 
-@router.get("")
+@router.get("", response_model=views.Page[views.PendingRow])
 async def pending(ctx: Ctx, who: Reader, pages: Annotated[Page, Depends(page)]) -> dict[str, Any]:
     """Pivots waiting for a decision, oldest first, each with the saga version to decide on."""
     found = await ctx.store.pending_approvals()
@@ -70,14 +70,14 @@ async def _decide(
     return views.outcome(state)
 
 
-@router.post("/{saga_id}/approve")
+@router.post("/{saga_id}/approve", response_model=views.Outcome, responses=responses(404, 409, 413))
 async def approve(ctx: Ctx, who: Approver, saga_id: str, decision: Decision) -> dict[str, Any]:
     """Approve the pivot (a worker runs the saga on). 409 if the saga is no longer at
     ``version`` or no longer waits; 403 ``four_eyes`` for the saga's own submitter."""
     return await _decide(ctx, who, saga_id, decision, approve=True)
 
 
-@router.post("/{saga_id}/reject")
+@router.post("/{saga_id}/reject", response_model=views.Outcome, responses=responses(404, 409, 413))
 async def reject(ctx: Ctx, who: Approver, saga_id: str, decision: Decision) -> dict[str, Any]:
     """Reject the pivot: the saga compensates (in a worker). 409 as for approve."""
     return await _decide(ctx, who, saga_id, decision, approve=False)

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from pivotal.errors import SchemaMismatch, StoreError
 from pivotal.server.context import Context, context
-from pivotal.server.errors import error_body
+from pivotal.server.errors import error_body, responses
 
 router = APIRouter(tags=["health"])
 
@@ -21,7 +21,7 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=None)
+@router.get("/readyz", response_model=None, responses=responses(503))
 async def readyz(ctx: Annotated[Context, Depends(context)]) -> dict[str, Any] | JSONResponse:
     """The ledger is reachable and its schema is the one this Pivotal writes."""
     try:

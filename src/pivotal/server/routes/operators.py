@@ -12,11 +12,11 @@ from pivotal.principals import Role
 from pivotal.server import views
 from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
-from pivotal.server.errors import DeadLetterNotFound
+from pivotal.server.errors import AUTHED, DeadLetterNotFound, responses
 from pivotal.server.limits import Page, page
 from pivotal.store.planning_records import EscalationStatus
 
-router = APIRouter(prefix="/v1", tags=["operators"])
+router = APIRouter(prefix="/v1", tags=["operators"], responses=responses(*AUTHED))
 
 Ctx = Annotated[Context, Depends(context)]
 Reader = Annotated[Principal, Depends(allow(*READERS))]
@@ -40,7 +40,7 @@ class Settled(Why):
 # -- dead letters ------------------------------------------------------------------------
 
 
-@router.get("/dead-letters")
+@router.get("/dead-letters", response_model=views.Page[views.DeadLetterRow])
 async def dead_letters(
     ctx: Ctx, who: Reader, pages: Pages, status: Literal["open", "resolved", "all"] = "open"
 ) -> dict[str, Any]:
@@ -49,7 +49,12 @@ async def dead_letters(
     return pages.of([views.dead_letter(d) for d in found[: pages.wanted]])
 
 
-@router.post("/dead-letters/{dead_letter_id}/retry", status_code=202)
+@router.post(
+    "/dead-letters/{dead_letter_id}/retry",
+    status_code=202,
+    response_model=views.Retried,
+    responses=responses(404, 409),
+)
 async def retry_dead_letter(
     ctx: Ctx, who: Operator, dead_letter_id: Annotated[int, Path(ge=1, le=MAX_ID)]
 ) -> dict[str, Any]:
@@ -60,7 +65,11 @@ async def retry_dead_letter(
     return {"dead_letter_id": dead_letter_id, "status": "open", "next_retry_at": now}
 
 
-@router.post("/dead-letters/{dead_letter_id}/resolve")
+@router.post(
+    "/dead-letters/{dead_letter_id}/resolve",
+    response_model=views.Resolved,
+    responses=responses(404, 409, 413),
+)
 async def resolve_dead_letter(
     ctx: Ctx, who: Operator, dead_letter_id: Annotated[int, Path(ge=1, le=MAX_ID)], body: Why
 ) -> dict[str, Any]:
@@ -75,7 +84,7 @@ async def resolve_dead_letter(
 # -- escalations -------------------------------------------------------------------------
 
 
-@router.get("/escalations")
+@router.get("/escalations", response_model=views.Page[views.EscalationRow])
 async def escalations(
     ctx: Ctx,
     who: Reader,
@@ -88,7 +97,11 @@ async def escalations(
     return pages.of([e.model_dump(mode="json") for e in found])
 
 
-@router.post("/escalations/{escalation_id}/resolve")
+@router.post(
+    "/escalations/{escalation_id}/resolve",
+    response_model=views.EscalationRow,
+    responses=responses(404, 409, 413),
+)
 async def resolve_escalation(
     ctx: Ctx, who: Operator, escalation_id: Annotated[int, Path(ge=1, le=MAX_ID)], body: Settled
 ) -> dict[str, Any]:
@@ -102,14 +115,18 @@ async def resolve_escalation(
 # -- sagas parked for a person -------------------------------------------------------------
 
 
-@router.post("/sagas/{saga_id}/resume")
+@router.post(
+    "/sagas/{saga_id}/resume", response_model=views.Outcome, responses=responses(404, 409, 413)
+)
 async def resume(ctx: Ctx, who: Operator, saga_id: str, body: Why) -> dict[str, Any]:
     """A needs_human saga whose cause was fixed goes on (in a worker), with the same keys."""
     state = await ctx.orchestrator.resume(saga_id, who.name, body.reason, run=False)
     return views.outcome(state)
 
 
-@router.post("/sagas/{saga_id}/resolve")
+@router.post(
+    "/sagas/{saga_id}/resolve", response_model=views.Outcome, responses=responses(404, 409, 413)
+)
 async def resolve(ctx: Ctx, who: Operator, saga_id: str, body: Why) -> dict[str, Any]:
     """A person settled a needs_human saga outside Pivotal: it ends resolved."""
     state = await ctx.orchestrator.resolve(saga_id, who.name, body.reason)

@@ -1,0 +1,101 @@
+"""``--trust-proxy-header``: off by default; when set, a request carrying the header acts as
+the principal it names, with the configured role, and without it a bearer token is needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from server_api import Clients, approval_plan, as_json
+from typer.testing import CliRunner
+
+from pivotal import Orchestrator, SagaStatus
+from pivotal.cli import cli
+from pivotal.principals import Role
+from pivotal.server.auth import trust_proxy_header
+
+HEADER = "X-Forwarded-User"
+
+
+def proxied(api: FastAPI, user: str | None) -> httpx.AsyncClient:
+    headers = {"Content-Type": "application/json"}
+    if user is not None:
+        headers[HEADER] = user
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=api), base_url="http://pivotal", headers=headers
+    )
+
+
+async def test_the_header_is_ignored_unless_trusted(api: FastAPI) -> None:
+    async with proxied(api, "alice") as client:
+        reply = await client.get("/v1/sagas")
+    assert reply.status_code == 401
+
+
+async def test_a_trusted_header_names_the_principal_with_the_default_viewer_role(
+    api: FastAPI,
+) -> None:
+    trust_proxy_header(api, HEADER)
+    async with proxied(api, "alice") as client:
+        assert (await client.get("/v1/sagas")).status_code == 200
+        decided = await client.post(
+            "/v1/approvals/x/approve", content=as_json({"version": 1, "reason": "r"})
+        )
+        assert decided.status_code == 403
+        assert "viewer" in decided.json()["error"]["message"]
+    async with proxied(api, None) as client:  # without the header: a token is needed
+        assert (await client.get("/v1/sagas")).status_code == 401
+
+
+async def test_the_proxy_role_applies_and_the_name_is_recorded(
+    api: FastAPI, as_role: Clients, orchestrator: Orchestrator
+) -> None:
+    trust_proxy_header(api, HEADER, Role.APPROVER)
+    submitted = await as_role[Role.AGENT].post(
+        "/v1/sagas?saga_id=big", content=as_json(approval_plan())
+    )
+    assert submitted.status_code == 201, submitted.text  # a token still works
+    version = (await orchestrator.run("big")).version
+    async with proxied(api, "alice") as alice:
+        refused = await alice.post("/v1/sagas?saga_id=other", content=as_json(approval_plan()))
+        assert refused.status_code == 403  # an approver may not submit
+        decided = await alice.post(
+            "/v1/approvals/big/approve", content=as_json({"version": version, "reason": "ok"})
+        )
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["approval"]["approver"] == "alice"
+    assert (await orchestrator.run("big")).status is SagaStatus.COMPLETED
+
+
+@pytest.mark.parametrize("user", ["", "   ", "a" * 201, "bad\x01name"])
+async def test_a_blank_or_odd_header_value_is_401(api: FastAPI, user: str) -> None:
+    trust_proxy_header(api, HEADER)
+    async with proxied(api, user) as client:
+        reply = await client.get("/v1/sagas")
+    assert reply.status_code == 401
+
+
+def test_a_header_name_is_checked(api: FastAPI) -> None:
+    for bad in ("", "X Forwarded", "X-User:"):
+        with pytest.raises(ValueError, match="not a header name"):
+            trust_proxy_header(api, bad)
+
+
+def test_serve_check_reports_the_trusted_header(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    args = ["--db", db, "--example-app", "serve", "--check"]
+    done = CliRunner().invoke(cli, [*args, "--json"])
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["trust_proxy_header"] is None
+    trusted = [*args, "--trust-proxy-header", HEADER, "--proxy-role", "operator"]
+    done = CliRunner().invoke(cli, [*trusted, "--json"])
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["trust_proxy_header"] == {"header": HEADER, "role": "operator"}
+    done = CliRunner().invoke(cli, trusted)
+    assert done.exit_code == 0, done.stderr
+    assert "strips it from clients" in done.stderr
+    bad = CliRunner().invoke(cli, [*args, "--trust-proxy-header", "X User"])
+    assert bad.exit_code == 2
