@@ -11,6 +11,15 @@ from fastapi import FastAPI
 from server_api import add_token, approval_plan
 
 from pivotal import FakeClock, Orchestrator, SagaStatus, parse_plan
+from pivotal.examples.commerce import CommerceApp
+from pivotal.planning import (
+    EscalationStatus,
+    PlanningMode,
+    PlanningOutcome,
+    PlanRequest,
+    ScriptedPlanner,
+    propose_plan,
+)
 from pivotal.principals import Role
 from pivotal.store import Store
 
@@ -69,7 +78,8 @@ async def waiting(orchestrator: Orchestrator) -> int:
 async def test_a_page_without_a_session_redirects_to_login(
     browser: Callable[[], httpx.AsyncClient],
 ) -> None:
-    for path in ("/ui/approvals", "/ui/approvals/big", "/ui/sagas", "/ui/dead-letters"):
+    paths = ("/ui/approvals", "/ui/approvals/big", "/ui/sagas", "/ui/dead-letters")
+    for path in (*paths, "/ui/escalations"):
         reply = await browser().get(path)
         assert reply.status_code == 303
         assert reply.headers["location"] == "/ui/login"
@@ -228,3 +238,120 @@ async def test_operator_pages_and_logout(login: Login) -> None:
     out = await c.post("/ui/logout", data={"csrf": csrf_of(page.text)})
     assert out.status_code == 303
     assert (await c.get("/ui/approvals")).status_code == 303
+
+
+async def test_the_queue_is_oldest_first_or_newest_first(
+    login: Login, orchestrator: Orchestrator, clock: FakeClock
+) -> None:
+    for saga_id in ("first", "second"):
+        await orchestrator.submit(parse_plan(approval_plan()), saga_id=saga_id)
+        assert (await orchestrator.run(saga_id)).status is SagaStatus.AWAITING_APPROVAL
+        clock.advance(60)
+    c = await login(Role.VIEWER)
+
+    oldest = (await c.get("/ui/approvals")).text
+    newest = (await c.get("/ui/approvals?order=newest")).text
+    rows = (await c.get("/ui/approvals?partial=1&order=newest")).text
+    unknown = (await c.get("/ui/approvals?order=sideways")).text
+
+    assert oldest.index("/ui/approvals/first") < oldest.index("/ui/approvals/second")
+    assert 'href="/ui/approvals?order=newest"' in oldest
+    assert 'data-poll="/ui/approvals?partial=1&amp;order=oldest"' in oldest
+    assert newest.index("/ui/approvals/second") < newest.index("/ui/approvals/first")
+    assert 'data-poll="/ui/approvals?partial=1&amp;order=newest"' in newest
+    assert 'href="/ui/approvals"' in newest
+    assert rows.index("/ui/approvals/second") < rows.index("/ui/approvals/first")
+    assert "<html" not in rows
+    assert unknown.index("/ui/approvals/first") < unknown.index("/ui/approvals/second")
+
+
+async def _escalate(
+    store: Store, app: CommerceApp, clock: FakeClock, run_id: str, text: str
+) -> int:
+    request = PlanRequest(text=text, context={"order_id": "4471"}, catalogue="fulfilment")
+    credit = {"steps": [{"name": "apply_goodwill_credit", "args": {"order_id": "4471"}}]}
+    run = await propose_plan(
+        request,
+        ScriptedPlanner([credit] * 2),
+        app.catalogue("fulfilment"),
+        run_id=run_id,
+        clock=clock,
+    )
+    run = run.model_copy(update={"mode": PlanningMode.LIVE, "outcome": PlanningOutcome.ESCALATED})
+    opened = await store.escalate(run, "nothing fits", clock.now())
+    clock.advance(60)
+    return opened.id
+
+
+async def test_open_escalations_are_listed_oldest_first_as_text(
+    login: Login, store: Store, app: CommerceApp, clock: FakeClock
+) -> None:
+    first = await _escalate(store, app, clock, "run-1", HOSTILE)
+    second = await _escalate(store, app, clock, "run-2", "refund order 4472")
+    c = await login(Role.VIEWER)
+
+    page = await c.get("/ui/escalations")
+
+    assert page.status_code == 200
+    assert HOSTILE not in page.text
+    assert "<script>alert" not in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;" in page.text
+    assert page.text.index(f"<td>{first}<") < page.text.index(f"<td>{second}<")
+    assert "refund order 4472" in page.text
+    assert "fulfilment" in page.text
+    errors = await store.escalation(first)
+    assert errors is not None
+    codes = {e.code for a in errors.run.attempts for e in a.errors}
+    assert codes
+    assert all(f"<code>{code}</code>" in page.text for code in codes)
+    assert 'href="/ui/escalations" class="on"' in page.text
+    assert "/resolve" not in page.text  # a viewer gets no forms
+
+
+async def test_an_operator_resolves_an_escalation_through_the_form(
+    login: Login, store: Store, app: CommerceApp, clock: FakeClock
+) -> None:
+    opened = await _escalate(store, app, clock, "run-1", "ship it")
+    c = await login(Role.OPERATOR)
+    page = await c.get("/ui/escalations")
+    assert f'action="/ui/escalations/{opened}/resolve"' in page.text
+    csrf = csrf_of(page.text)
+    url = f"/ui/escalations/{opened}/resolve"
+
+    missing = await c.post(url, data={"reason": " ", "csrf": csrf})
+    reply = await c.post(url, data={"reason": "credited by hand", "csrf": csrf})
+
+    assert missing.status_code == 400
+    assert reply.status_code == 303
+    assert reply.headers["location"] == "/ui/escalations?notice=escalation"
+    closed = await store.escalation(opened)
+    assert closed is not None
+    assert closed.status is EscalationStatus.RESOLVED
+    assert (closed.resolved_by, closed.resolution) == ("operator", "credited by hand")
+    after = await c.get(reply.headers["location"])
+    assert "No open escalations" in after.text
+    assert "The escalation is closed" in after.text
+    again = await c.post(url, data={"reason": "twice", "csrf": csrf})
+    assert again.status_code == 409
+    nothing = await c.post("/ui/escalations/999999/resolve", data={"reason": "x", "csrf": csrf})
+    assert nothing.status_code == 404
+
+
+async def test_resolving_an_escalation_needs_an_operator_and_the_csrf_token(
+    login: Login, store: Store, app: CommerceApp, clock: FakeClock
+) -> None:
+    opened = await _escalate(store, app, clock, "run-1", "ship it")
+    url = f"/ui/escalations/{opened}/resolve"
+    for role in (Role.APPROVER, Role.VIEWER):
+        c = await login(role)
+        csrf = csrf_of((await c.get("/ui/escalations")).text)
+        reply = await c.post(url, data={"reason": "mine", "csrf": csrf})
+        assert reply.status_code == 403
+        assert "may not do this" in reply.text
+    operator = await login(Role.OPERATOR)
+    for csrf in (None, "forged"):
+        data = {"reason": "ok"} | ({"csrf": csrf} if csrf else {})
+        assert (await operator.post(url, data=data)).status_code == 403
+    still = await store.escalation(opened)
+    assert still is not None
+    assert still.status is EscalationStatus.OPEN

@@ -1,5 +1,6 @@
 """The web pages under ``/ui``: login, the approvals queue and detail, saga timelines and
-the operators' dead letters and needs_human sagas. Every POST form is CSRF-checked."""
+the operators' dead letters, escalations and needs_human sagas. Every POST form is
+CSRF-checked."""
 
 from __future__ import annotations
 
@@ -20,11 +21,17 @@ from pivotal.errors import (
     SagaNotParked,
     VersionConflict,
 )
+from pivotal.planning.escalations import resolve_escalation
 from pivotal.principals import Role
 from pivotal.server.context import Context
 from pivotal.server.pages import session, views
 from pivotal.server.pages.session import Viewer
 from pivotal.state import SagaStatus
+from pivotal.store.planning_records import (
+    EscalationClosed,
+    EscalationNotFound,
+    EscalationStatus,
+)
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -52,7 +59,11 @@ NOTICES = {
     "retry": "The dead letter is due now: a worker's sweep retries it.",
     "resolved": "Recorded as resolved.",
     "resumed": "Resumed: a worker picks the saga up.",
+    "escalation": "The escalation is closed.",
 }
+ORDERS = ("oldest", "newest")
+SHOWN = 200  # rows a list page shows
+OPEN_ESCALATIONS = 5000  # how many open escalations are read to show the oldest first
 MAX_REASON = 4000
 READERS = (Role.APPROVER, Role.OPERATOR, Role.VIEWER)
 Page = Callable[[Request, Context, Viewer], Awaitable[Response]]
@@ -172,11 +183,15 @@ async def logout(request: Request) -> Response:
 # -- approvals -----------------------------------------------------------------------------
 
 
-async def _queue(ctx: Context) -> list[dict[str, Any]]:
+async def _queue(ctx: Context, newest: bool = False) -> list[dict[str, Any]]:
     now = ctx.clock.now()
-    found = sorted(await ctx.store.pending_approvals(), key=lambda p: p.approval.requested_at)
+    found = sorted(
+        await ctx.store.pending_approvals(),
+        key=lambda p: (p.approval.requested_at, p.saga_id),
+        reverse=newest,
+    )
     items = []
-    for p in found[:200]:
+    for p in found[:SHOWN]:
         stored = await ctx.store.load(p.saga_id)
         try:
             catalogue = ctx.orchestrator.app.catalogue(p.catalogue)
@@ -187,13 +202,14 @@ async def _queue(ctx: Context) -> list[dict[str, Any]]:
 
 
 @router.get("/approvals")
-async def approvals(request: Request, partial: bool = False) -> Response:
+async def approvals(request: Request, partial: bool = False, order: str = "oldest") -> Response:
     who = await _who(request, READERS)
     if not isinstance(who, Viewer):
         return who
-    items = await _queue(_ctx(request))
+    order = order if order in ORDERS else "oldest"
+    items = await _queue(_ctx(request), newest=order == "newest")
     name = "queue_rows.html" if partial else "queue.html"
-    return page(request, name, 200, who, items=items)
+    return page(request, name, 200, who, items=items, order=order)
 
 
 async def _detail(
@@ -350,6 +366,45 @@ async def dead_letter(request: Request, dead_letter_id: int, action: str) -> Res
     except InvalidInput as exc:
         return refused(request, who, 409, str(exc))
     return to("/ui/dead-letters?notice=resolved")
+
+
+@router.get("/escalations")
+async def escalations(request: Request, notice: str = "") -> Response:
+    who = await _who(request, READERS)
+    if not isinstance(who, Viewer):
+        return who
+    found = await _ctx(request).store.escalations(EscalationStatus.OPEN, OPEN_ESCALATIONS)
+    oldest = sorted(found, key=lambda e: (e.created_at, e.id))
+    rows = [views.escalation(e) for e in oldest[:SHOWN]]
+    return page(
+        request,
+        "escalations.html",
+        200,
+        who,
+        rows=rows,
+        more=max(0, len(found) - SHOWN),
+        notice=NOTICES.get(notice, ""),
+    )
+
+
+@router.post("/escalations/{escalation_id}/resolve")
+async def escalation(request: Request, escalation_id: int) -> Response:
+    who = await _who(request, (Role.OPERATOR,))
+    if not isinstance(who, Viewer):
+        return who
+    form = await _form(request, who)
+    if not isinstance(form, FormData):
+        return form
+    reason = _reason(form)
+    if reason is None:
+        return refused(request, who, 400, "Resolving an escalation needs a reason.")
+    try:
+        await resolve_escalation(_ctx(request).orchestrator, escalation_id, who.name, reason)
+    except EscalationNotFound:
+        return refused(request, who, 404, "There is no such escalation.")
+    except (EscalationClosed, InvalidInput) as exc:
+        return refused(request, who, 409, str(exc))
+    return to("/ui/escalations?notice=escalation")
 
 
 @router.get("/needs-human")

@@ -10,6 +10,7 @@ from pivotal.catalogue import Catalogue
 from pivotal.plan import Plan
 from pivotal.state import Event, SagaState, StepStatus
 from pivotal.store.base import DeadLetter, PendingApproval, StoredSaga
+from pivotal.store.planning_records import Escalation
 
 when = render.when
 UNDONE = (StepStatus.SUCCEEDED, StepStatus.UNKNOWN, StepStatus.STARTED, StepStatus.RETRY_WAIT)
@@ -194,4 +195,31 @@ def dead_letter(d: DeadLetter) -> dict[str, Any]:
         "status": d.status,
         "created_at": render.when(d.created_at),
         "next_retry_at": render.when(d.next_retry_at) if d.next_retry_at else "only by hand",
+    }
+
+
+def escalation(e: Escalation) -> dict[str, Any]:
+    """An open escalation: what was asked (shown as text), and why each attempt failed."""
+    run = e.run
+    return {
+        "id": e.id,
+        "catalogue": run.catalogue,
+        "request": as_text(run.request.text, 2000),
+        "context": as_text(dict(run.request.context), 500) if run.request.context else "",
+        "reason": as_text(e.reason, 300),
+        "run_id": run.run_id,
+        "created_at": render.when(e.created_at),
+        "attempts": [
+            {
+                "n": a.n,
+                "by": a.by.label(),
+                "codes": sorted({err.code for err in a.errors}),
+                "errors": [
+                    as_text(f"[{err.code}] {err.where()}: {err.message}", 200)
+                    for err in a.errors[:5]
+                ],
+                "more": max(0, len(a.errors) - 5),
+            }
+            for a in run.attempts
+        ],
     }
