@@ -352,6 +352,7 @@ class SagaRun:
                     reason=need.reason,
                     rationale=self.plan.rationale,
                     expires_at=now + need.expires_in,
+                    required=need.approvers,
                 )
             )
             return False

@@ -226,9 +226,11 @@ class Orchestrator:
     ) -> SagaState:
         """Grant the pending approval; with ``run`` the saga goes on in this process.
 
-        An approval that arrives after the request expired is recorded as expired and the
-        saga compensates. With ``version`` (the saga version the approver was shown) the
-        decision is refused with ``VersionConflict`` if the saga changed since.
+        An approval that needs two approvers stays pending after the first; the same approver
+        approving twice raises ``ApprovalError``. An approval that arrives after the request
+        expired is recorded as expired and the saga compensates. With ``version`` (the saga
+        version the approver was shown) the decision is refused with ``VersionConflict`` if
+        the saga changed since.
         """
         return await self._decide(saga_id, approver, note, approve=True, run=run, version=version)
 
@@ -271,6 +273,11 @@ class Orchestrator:
         ):
             raise ApprovalError(
                 f"saga {saga_id} is {state.status.value}, not awaiting an approval decision"
+            )
+        if approve and approver in approval.approved_by:
+            raise ApprovalError(
+                f"{approver} already approved saga {saga_id}: it needs {approval.required} "
+                "distinct approvers, so another person must approve it"
             )
         saga_run = self._pass(stored, None)
         now = self.clock.now()

@@ -30,11 +30,17 @@ class Provenance(BaseModel):
     model: str | None = None
     prompt_version: str | None = None
     source_document_id: str | None = None
+    # the person an agent acted for: like the submitter, they cannot approve the saga
+    on_behalf_of: str | None = None
 
     def ref(self) -> str:
         """A stable short id for this provenance record."""
-        digest = hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        digest = hashlib.sha256(self.model_dump_json(exclude=self._unset()).encode()).hexdigest()
         return f"prov_{digest[:16]}"
+
+    def _unset(self) -> set[str]:
+        """Fields added later, left out while unset so that older records keep their ids."""
+        return {"on_behalf_of"} if self.on_behalf_of is None else set()
 
 
 class StepCall(BaseModel):
@@ -81,7 +87,10 @@ class Plan(BaseModel):
 
     def digest(self) -> str:
         """A hash of the plan's canonical JSON: equal plans have equal digests."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        dumped = self.model_dump(mode="json")
+        for key in self.provenance._unset():  # older plans keep their digests
+            dumped["provenance"].pop(key, None)
+        canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 

@@ -18,10 +18,18 @@ DAY = 24 * 3600.0
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRequirement:
-    """A pivot must be approved by a person before ``expires_in`` seconds pass."""
+    """A pivot must be approved before ``expires_in`` seconds pass, by ``approvers``
+    distinct people (two for the largest amounts: four eyes on the approval itself)."""
 
     reason: str
     expires_in: float = DAY
+    approvers: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.approvers, bool) or not isinstance(self.approvers, int):
+            raise TypeError(f"approvers must be an int, not {type(self.approvers).__name__}")
+        if self.approvers < 1:
+            raise ValueError(f"an approval needs at least one approver, not {self.approvers}")
 
 
 class ApprovalPolicy(Protocol):
@@ -57,7 +65,8 @@ class ThresholdPolicy:
     """Pivots whose ``field`` exceeds a threshold need approval; thresholds vary by tier.
 
     ``tier_of(args, plan)`` tells the customer tier from a trusted source (not from text the
-    planner wrote); ``by_tier`` overrides ``threshold`` for known tiers.
+    planner wrote); ``by_tier`` overrides ``threshold`` for known tiers. Above
+    ``two_approvers_above`` two distinct people must approve.
     """
 
     field: str = "amount"
@@ -66,6 +75,7 @@ class ThresholdPolicy:
     tier_of: Callable[[BaseModel, Plan], str | None] | None = None
     steps: frozenset[str] | None = None  # limit to these pivots; None means any pivot
     expires_in: float = DAY
+    two_approvers_above: float | None = None  # above it, two distinct approvers
 
     def never_fires(self, catalogue: Catalogue) -> str | None:
         pivots = [s.name for s in catalogue if s.kind is not StepKind.COMPENSABLE]
@@ -88,10 +98,14 @@ class ThresholdPolicy:
         if float(value) <= limit:
             return None
         who = f" for tier {tier!r}" if tier else ""
-        return ApprovalRequirement(
-            f"{step} {self.field}={float(value):g} exceeds the approval threshold {limit:g}{who}",
-            self.expires_in,
+        reason = (
+            f"{step} {self.field}={float(value):g} exceeds the approval threshold {limit:g}{who}"
         )
+        two = self.two_approvers_above
+        if two is not None and Decimal(str(value)) > Decimal(str(two)):
+            reason += f"; above {two:g} two people must approve"
+            return ApprovalRequirement(reason, self.expires_in, approvers=2)
+        return ApprovalRequirement(reason, self.expires_in)
 
 
 @dataclass(frozen=True)
@@ -101,7 +115,8 @@ class ExposurePolicy:
     A person approves when the total of ``field`` over the calls of ``counted`` steps (every
     call that takes ``field`` when None) exceeds the threshold for the customer's tier, or
     when the plan calls a step listed in ``always`` (a step a person must always see,
-    wherever it stands in the plan).
+    wherever it stands in the plan). When the total exceeds ``two_approvers_above``, two
+    distinct people must approve.
     """
 
     field: str = "amount"
@@ -111,6 +126,7 @@ class ExposurePolicy:
     counted: frozenset[str] | None = None
     always: frozenset[str] = frozenset()
     expires_in: float = DAY
+    two_approvers_above: float | None = None  # a total above it needs two distinct approvers
 
     def never_fires(self, catalogue: Catalogue) -> str | None:
         unknown = sorted(a for a in self.always if a not in catalogue)
@@ -143,6 +159,7 @@ class ExposurePolicy:
             f"the plan calls {name}, which a person always approves"
             for name in sorted(self.always & called)
         ]
+        approvers = 1
         if self.threshold is not None:
             tier = self.tier_of(args, plan) if self.tier_of else None
             limit = self.by_tier.get(tier, self.threshold) if tier else self.threshold
@@ -153,4 +170,10 @@ class ExposurePolicy:
                     f"the plan moves {self.field}={total:f} in all, above the approval "
                     f"threshold {limit:g}{who}"
                 )
-        return ApprovalRequirement("; ".join(reasons), self.expires_in) if reasons else None
+        two = self.two_approvers_above
+        if two is not None and reasons and self.exposure(plan) > Decimal(str(two)):
+            reasons.append(f"above {two:g} in all, two people must approve")
+            approvers = 2
+        if not reasons:
+            return None
+        return ApprovalRequirement("; ".join(reasons), self.expires_in, approvers=approvers)

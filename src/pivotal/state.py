@@ -126,6 +126,8 @@ class ApprovalRecord:
     decided_at: float | None = None
     approver: str | None = None
     note: str | None = None
+    required: int = 1  # distinct approvers needed before it is approved
+    approved_by: tuple[str, ...] = ()  # who has approved so far, in order
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,8 +269,27 @@ def apply(state: SagaState | None, event: Event) -> SagaState:
             rationale=d.get("rationale", ""),
             requested_at=event.at,
             expires_at=d["expires_at"],
+            required=d.get("required", 1),
         )
         return replace(s, status=SagaStatus.AWAITING_APPROVAL, approval=approval)
+    if t is EventType.APPROVAL_GRANTED:
+        assert s.approval is not None
+        approver = d.get("approver")
+        by = s.approval.approved_by
+        if approver is not None and approver not in by:
+            by = (*by, approver)
+        if len(by) < s.approval.required:  # one more distinct approver is needed
+            approval = replace(s.approval, approved_by=by, approver=approver, note=d.get("note"))
+            return replace(s, approval=approval)
+        approval = replace(
+            s.approval,
+            status=ApprovalStatus.APPROVED,
+            decided_at=event.at,
+            approver=approver,
+            note=d.get("note"),
+            approved_by=by,
+        )
+        return replace(s, approval=approval, status=SagaStatus.RUNNING)
     if t in _DECISIONS:
         assert s.approval is not None
         approval = replace(
@@ -278,8 +299,7 @@ def apply(state: SagaState | None, event: Event) -> SagaState:
             approver=d.get("approver"),
             note=d.get("note"),
         )
-        decided: SagaStatus = SagaStatus.RUNNING if t is EventType.APPROVAL_GRANTED else s.status
-        return replace(s, approval=approval, status=decided)
+        return replace(s, approval=approval)  # rejected or expired: compensation follows
     if t is EventType.SAGA_RESUMED:
         # Steps named in the event may have taken effect: they are tried again with their
         # own keys and a fresh retry budget, due now.
@@ -297,8 +317,7 @@ def apply(state: SagaState | None, event: Event) -> SagaState:
     raise ValueError(f"unknown event type {t!r}")
 
 
-_DECISIONS = {
-    EventType.APPROVAL_GRANTED: ApprovalStatus.APPROVED,
+_DECISIONS = {  # APPROVAL_GRANTED is folded on its own: it may need another approver
     EventType.APPROVAL_REJECTED: ApprovalStatus.REJECTED,
     EventType.APPROVAL_EXPIRED: ApprovalStatus.EXPIRED,
 }

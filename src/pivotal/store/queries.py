@@ -36,7 +36,8 @@ STEP_COLUMNS = (
     "undo_status, undo_attempts, undo_error, undo_next_attempt_at"
 )
 APPROVAL_COLUMNS = (
-    "saga_id, step, status, reason, rationale, requested_at, expires_at, decided_at, approver, note"
+    "saga_id, step, status, reason, rationale, requested_at, expires_at, decided_at, approver, "
+    "note, required, approved_by"
 )
 EVENT_COLUMNS = "saga_id, seq, type, step, attempt, at, data, provenance_ref"
 DEAD_LETTER_COLUMNS = (
@@ -72,11 +73,12 @@ UPSERT_STEP = (
     "undo_error = excluded.undo_error, undo_next_attempt_at = excluded.undo_next_attempt_at"
 )
 UPSERT_APPROVAL = (
-    f"INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES ({_marks(10)}) "
+    f"INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES ({_marks(12)}) "
     "ON CONFLICT (saga_id) DO UPDATE SET step = excluded.step, status = excluded.status, "
     "reason = excluded.reason, rationale = excluded.rationale, "
     "requested_at = excluded.requested_at, expires_at = excluded.expires_at, "
-    "decided_at = excluded.decided_at, approver = excluded.approver, note = excluded.note"
+    "decided_at = excluded.decided_at, approver = excluded.approver, note = excluded.note, "
+    "required = excluded.required, approved_by = excluded.approved_by"
 )
 INSERT_EVENT = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({_marks(8)})"
 # A commit: fenced by the version read (and, from a worker, by its lease epoch); progress

@@ -77,6 +77,8 @@ def approval_row(saga_id: str, a: ApprovalRecord) -> tuple[Any, ...]:
         a.decided_at,
         a.approver,
         a.note,
+        a.required,
+        json.dumps(list(a.approved_by)),
     )
 
 
@@ -91,6 +93,8 @@ def approval_from_row(row: Any) -> ApprovalRecord:
         decided_at=row[7],
         approver=row[8],
         note=row[9],
+        required=row[10],
+        approved_by=tuple(json.loads(row[11])),
     )
 
 

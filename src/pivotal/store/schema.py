@@ -164,6 +164,15 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         revoked_at REAL
     );
     """,
+    # 6: approvals that need two distinct approvers: how many are required and who has
+    # approved so far (a JSON list). An approval decided before keeps its one approver.
+    """
+    ALTER TABLE approvals ADD COLUMN required INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE approvals ADD COLUMN approved_by TEXT NOT NULL DEFAULT '[]';
+    UPDATE approvals SET approved_by = '["' || approver || '"]'
+    WHERE status = 'approved' AND approver IS NOT NULL
+      AND approver NOT LIKE '%"%' ESCAPE '!' AND approver NOT LIKE '%\\%' ESCAPE '!';
+    """,
 )
 
 

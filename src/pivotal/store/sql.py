@@ -234,7 +234,7 @@ class SQLStore(SQLPlanning):
 
     async def pending_approvals(self) -> list[PendingApproval]:
         found = await self._fetch(q.PENDING_APPROVALS, (ApprovalStatus.PENDING.value,))
-        return [PendingApproval(r[0], r[10], r[11], rows.approval_from_row(r)) for r in found]
+        return [PendingApproval(r[0], r[12], r[13], rows.approval_from_row(r)) for r in found]
 
     async def dead_letters(
         self, status: str | None = "open", *, due_by: float | None = None, id: int | None = None

@@ -61,6 +61,7 @@ async def test_the_saga_and_every_event_carry_the_planners_provenance(
         "model": "scripted",
         "prompt_version": "scripted",
         "source_document_id": "email-4471",
+        "on_behalf_of": None,
     }
     assert stored.plan.rationale == "no credit"
     assert state.approval is not None

@@ -1,8 +1,10 @@
 """What approvers do: list pivots waiting for a person, approve or reject them.
 
 A decision names the saga version the approver was shown; if the saga changed since, it is
-refused (409) and nothing is recorded. The principal that submitted a saga cannot approve it
-(four-eyes). The decision is only recorded: a worker runs the saga on."""
+refused (409) and nothing is recorded. The principal that submitted a saga, and the person an
+agent submitted it on behalf of, cannot approve it (four-eyes); an approval that needs two
+approvers needs two distinct ones (the same approver twice is 403 ``four_eyes``). The
+decision is only recorded: a worker runs the saga on."""
 
 from __future__ import annotations
 
@@ -63,8 +65,19 @@ async def _decide(
 ) -> dict[str, Any]:
     orch = ctx.orchestrator
     stored = await orch.get(saga_id)
-    if approve and stored.plan.provenance.actor_id == who.name:
+    provenance = stored.plan.provenance
+    if approve and provenance.actor_id == who.name:
         raise FourEyes(f"{who.name} submitted saga {saga_id} and cannot approve it too")
+    if approve and provenance.on_behalf_of == who.name:
+        raise FourEyes(
+            f"saga {saga_id} was asked for on behalf of {who.name}, who cannot approve it too"
+        )
+    approval = stored.state.approval
+    if approve and approval is not None and who.name in approval.approved_by:
+        raise FourEyes(
+            f"{who.name} already approved saga {saga_id}; it needs {approval.required} "
+            "distinct approvers, so another person must approve it"
+        )
     decide = orch.approve if approve else orch.reject
     state = await decide(saga_id, who.name, decision.reason, run=False, version=decision.version)
     return views.outcome(state)
@@ -73,7 +86,8 @@ async def _decide(
 @router.post("/{saga_id}/approve", response_model=views.Outcome, responses=responses(404, 409, 413))
 async def approve(ctx: Ctx, who: Approver, saga_id: str, decision: Decision) -> dict[str, Any]:
     """Approve the pivot (a worker runs the saga on). 409 if the saga is no longer at
-    ``version`` or no longer waits; 403 ``four_eyes`` for the saga's own submitter."""
+    ``version`` or no longer waits; 403 ``four_eyes`` for the saga's own submitter, the person
+    it was asked for on behalf of, or an approver who already approved it."""
     return await _decide(ctx, who, saga_id, decision, approve=True)
 
 
