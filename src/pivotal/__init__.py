@@ -17,7 +17,7 @@ to find them.
 from typing import TYPE_CHECKING
 
 from pivotal.app import App, load_app
-from pivotal.catalogue import Catalogue, StepContext, StepKind
+from pivotal.catalogue import Catalogue, NothingToUndo, StepContext, StepKind
 from pivotal.catalogue import Step as Step
 from pivotal.clock import Clock as Clock
 from pivotal.clock import FakeClock, SystemClock
@@ -29,6 +29,7 @@ from pivotal.errors import (
     InvalidInput,
     LeaseLost,
     LedgerNotFound,
+    MessageError,
     Permanent,
     PivotalError,
     PlanParseError,
@@ -45,6 +46,7 @@ from pivotal.errors import (
     VersionConflict,
 )
 from pivotal.orchestrator import Orchestrator
+from pivotal.outbox import Message
 from pivotal.plan import ActorType, Plan, Provenance, parse_plan
 from pivotal.plan import ParallelGroup as ParallelGroup
 from pivotal.plan import StepCall as StepCall
@@ -57,6 +59,7 @@ from pivotal.state import EventType, SagaState, SagaStatus, StepStatus, UndoStat
 from pivotal.state import replay as replay
 from pivotal.store import SQLiteStore, Store
 from pivotal.store import open_store as open_store
+from pivotal.telemetry import Telemetry
 from pivotal.validation import ErrorCode, PlanError, validate
 from pivotal.worker import Worker, WorkerConfig
 
@@ -69,6 +72,7 @@ __all__ = [
     "Catalogue",
     "StepContext",
     "StepKind",
+    "NothingToUndo",
     "load_app",
     "Plan",
     "Provenance",
@@ -96,6 +100,9 @@ __all__ = [
     "WorkerConfig",
     "FakeClock",
     "SystemClock",
+    # operating
+    "Telemetry",
+    "Message",
     # ledgers
     "Store",
     "SQLiteStore",
@@ -128,6 +135,7 @@ __all__ = [
     "LeaseLost",
     "VersionConflict",
     "SchemaMismatch",
+    "MessageError",
 ]
 
 

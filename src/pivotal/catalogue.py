@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack, over
 from pydantic import BaseModel
 
 from pivotal.errors import CatalogueError
+from pivotal.outbox import check_message
 from pivotal.plan import DEFAULT_LIMITS, PlanLimits
 from pivotal.retry import NO_RETRY, RetryPolicy, RetryPredicate
 
@@ -49,6 +50,22 @@ class StepContext:
     action_key: str  # the forward action's key (an undo finds the effect with it)
     attempt: int
     provenance: Provenance | None = None
+    traceparent: str | None = None  # W3C trace context of this call: pass it on to join
+    outbox: list[dict[str, Any]] = field(default_factory=list, compare=False, repr=False)
+
+    def publish(self, type: str, data: Mapping[str, Any]) -> None:
+        """Announce something to the rest of the company (a CRM, an email service, the agent
+        that asked). The message is committed with this call's outcome, in the same
+        transaction, and only if the call succeeds; a relay delivers it at least once.
+        ``data`` must be JSON of at most 20 KB; ``MessageError`` says why it is not."""
+        self.outbox.append(check_message(type, data))
+
+
+class NothingToUndo(str):
+    """What an undo returns when it found no effect to reverse (its note says why); such an
+    undo is recorded, and counted, as a no-op."""
+
+    __slots__ = ()
 
 
 Action = Callable[[Any, StepContext], Awaitable[Any]]

@@ -13,7 +13,15 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from pivotal.catalogue import Catalogue, Step, StepContext, StepKind, action_key, undo_key
+from pivotal.catalogue import (
+    Catalogue,
+    NothingToUndo,
+    Step,
+    StepContext,
+    StepKind,
+    action_key,
+    undo_key,
+)
 from pivotal.clock import Clock
 from pivotal.errors import StoreError, VersionConflict
 from pivotal.hooks import Hook, Point
@@ -31,6 +39,7 @@ from pivotal.state import (
     apply,
 )
 from pivotal.store.base import Store
+from pivotal.telemetry import Call, Observers, Telemetry
 
 _OUTCOME_REACHED = (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.UNKNOWN)
 _MAY_HAVE_EFFECT = (
@@ -110,6 +119,7 @@ class SagaRun:
         epoch: int | None,
         rng: random.Random | None = None,
         options: RunOptions | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.store = store
         self.catalogue = catalogue
@@ -120,6 +130,11 @@ class SagaRun:
         self.provenance: Provenance = plan.provenance
         self.rng = rng or random.Random()
         self.options = options or RunOptions()
+        self.telemetry = (
+            telemetry
+            if isinstance(telemetry, Observers)
+            else Observers([telemetry] if telemetry is not None else [])
+        )
         self._lock = asyncio.Lock()
         self._pending: list[Event] = []
         self._committed = state
@@ -171,13 +186,15 @@ class SagaRun:
                 await self._commit(self.state, list(self._pending))
 
     async def _commit(self, after: SagaState, events: list[Event]) -> None:
+        before = self._committed
         try:
-            await self.store.commit(self._committed, after, events, self.epoch)
+            await self.store.commit(before, after, events, self.epoch)
         except BaseException as exc:
             self._broken = exc
             raise
         self.state = self._committed = after
         self._pending = []
+        self.telemetry.committed(before, after, events)
 
     async def _reload(self) -> None:
         """Start over from the ledger (after a decision was written meanwhile)."""
@@ -217,6 +234,18 @@ class SagaRun:
             provenance=self.provenance,
         )
 
+    def _call(self, ctx: StepContext, *, undo: bool = False) -> Call:
+        return Call(
+            saga_id=ctx.saga_id,
+            catalogue=self.state.catalogue,
+            step=ctx.step,
+            index=ctx.index,
+            key=ctx.key,
+            attempt=ctx.attempt,
+            undo=undo,
+            traceparent=self.state.traceparent,
+        )
+
     def _hook(self, point: Point, index: int) -> None:
         if self.options.hook is not None:
             self.options.hook(point, index)
@@ -253,6 +282,10 @@ class SagaRun:
     async def drive(self) -> SagaState:
         """Advance the saga until it ends, waits for a person, or the pass is suspended
         (a retry not yet due, or the worker stopping): its state so far is committed."""
+        with self.telemetry.saga_pass(self.state, self.options.owner):
+            return await self._drive_reloading()
+
+    async def _drive_reloading(self) -> SagaState:
         conflicts = 0
         while True:
             try:
@@ -460,14 +493,20 @@ class SagaRun:
                 )
             )
             self._hook(Point.AFTER_INTENT, index)
-            try:
-                result = await self._bounded(step.action(args, ctx), step.timeout)
-            except Exception as exc:
-                outcome = classify(exc, step.retry_on, step.no_effect_on)
-                error = describe(exc)
-            else:
+            call = self._call(ctx)
+            with self.telemetry.call(call):
+                ctx = replace(ctx, traceparent=call.traceparent)
+                try:
+                    result = await self._bounded(step.action(args, ctx), step.timeout)
+                except Exception as exc:
+                    outcome = classify(exc, step.retry_on, step.no_effect_on)
+                    error = describe(exc)
+                    call.outcome = _outcome_name(exc, outcome)
+                else:
+                    call.outcome = "succeeded"
+            if call.outcome == "succeeded":
                 self._hook(Point.AFTER_EFFECT, index)
-                await self._succeed(index, jsonable(result))
+                await self._succeed(index, jsonable(result), messages=ctx.outbox)
                 return
             if outcome is Outcome.TRANSIENT and not policy.exhausted(attempt):
                 await self._schedule(EventType.STEP_RETRY_SCHEDULED, index, attempt, error, policy)
@@ -498,9 +537,17 @@ class SagaRun:
     async def _unknown(self, index: int, attempt: int, error: str) -> None:
         await self.emit(self.event(EventType.STEP_UNKNOWN, index, attempt, error=error))
 
-    async def _succeed(self, index: int, result: Any, via: str = "action") -> None:
+    async def _succeed(
+        self,
+        index: int,
+        result: Any,
+        via: str = "action",
+        messages: list[dict[str, Any]] | None = None,
+    ) -> None:
+        extra: dict[str, Any] = {"messages": list(messages)} if messages else {}
         await self.emit(
-            self.event(EventType.STEP_SUCCEEDED, index, result=result, via=via), defer=True
+            self.event(EventType.STEP_SUCCEEDED, index, result=result, via=via, **extra),
+            defer=True,
         )
 
     async def _schedule(
@@ -593,13 +640,23 @@ class SagaRun:
             self.event(EventType.UNDO_STARTED, index, attempt, key=ctx.key, by=self.options.owner)
         )
         self._hook(Point.AFTER_UNDO_INTENT, index)
-        try:
-            result = self.state.steps[index].result
-            note = await self._bounded(step.undo(args, result, ctx), step.timeout)
-        except Exception as exc:
-            return classify(exc, step.retry_on, step.no_effect_on), describe(exc)
+        call = self._call(ctx, undo=True)
+        with self.telemetry.call(call):
+            ctx = replace(ctx, traceparent=call.traceparent)
+            try:
+                result = self.state.steps[index].result
+                note = await self._bounded(step.undo(args, result, ctx), step.timeout)
+            except Exception as exc:
+                outcome = classify(exc, step.retry_on, step.no_effect_on)
+                call.outcome = _outcome_name(exc, outcome)
+                return outcome, describe(exc)
+            call.outcome = "succeeded"
         self._hook(Point.AFTER_UNDO_EFFECT, index)
-        extra = {} if note is None else {"note": _note(note)}
+        extra: dict[str, Any] = {} if note is None else {"note": _note(note)}
+        if isinstance(note, NothingToUndo):
+            extra["noop"] = True
+        if ctx.outbox:
+            extra["messages"] = list(ctx.outbox)
         await self.emit(self.event(EventType.UNDO_SUCCEEDED, index, attempt, **extra), defer=True)
         return None
 
@@ -655,6 +712,10 @@ class SagaRun:
             await self.flush()
 
 
+def _outcome_name(exc: BaseException, outcome: Outcome) -> str:
+    return "timeout" if isinstance(exc, TimeoutError) else outcome.value
+
+
 def _fatal(task: asyncio.Future[None]) -> bool:
     """A member that ended the pass: crashed, lost its lease or failed a write."""
     if task.cancelled():
@@ -665,5 +726,5 @@ def _fatal(task: asyncio.Future[None]) -> bool:
 
 def _note(note: object) -> str:
     """What an undo reported doing, as bounded text."""
-    text = note if isinstance(note, str) else describe_value(note)
+    text = str.__str__(note) if isinstance(note, str) else describe_value(note)
     return text if len(text) <= _NOTE_LIMIT else text[:_NOTE_LIMIT] + "..."

@@ -155,3 +155,9 @@ class InvalidInput(PivotalError):
     """The input is invalid; nothing was changed."""
 
     code = "invalid_input"
+
+
+class MessageError(InvalidInput):
+    """An outbox message cannot be kept: its type, its data or its size is wrong."""
+
+    code = "message_invalid"

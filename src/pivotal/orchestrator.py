@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 import uuid
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 
 from pivotal.app import App
@@ -35,12 +36,17 @@ from pivotal.state import (
     replay,
 )
 from pivotal.store.base import DeadLetter, Store, StoredSaga
+from pivotal.telemetry import Observers, Telemetry
 from pivotal.validation import validate
 
 _SAGA_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
 
 _RUNNABLE = (SagaStatus.SUBMITTED, SagaStatus.RUNNING, SagaStatus.COMPENSATING)
+
+
+def _trace(traceparent: str | None) -> dict[str, str]:
+    return {"traceparent": traceparent} if traceparent else {}
 
 
 def new_saga_id() -> str:
@@ -65,6 +71,7 @@ class Orchestrator:
         lease_ttl: float = 60.0,
         hook: Hook | None = None,
         poison_after: int = 5,
+        telemetry: Telemetry | Sequence[Telemetry] = (),
     ) -> None:
         self.store = store
         self.app = app if isinstance(app, App) else App([app], name=app.name)
@@ -75,6 +82,8 @@ class Orchestrator:
         self.hook = hook
         self.poison_after = poison_after  # passes in a row without progress, then a person
         self.leases = LeaseKeeper(store, self.owner, self.clock)
+        observers = [telemetry] if isinstance(telemetry, Telemetry) else list(telemetry)
+        self.telemetry = Observers(observers)  # metrics, traces, log fields; contained
 
     # -- submission ---------------------------------------------------------------------
 
@@ -108,6 +117,7 @@ class Orchestrator:
                     "plan_digest": digest,
                     "provenance_ref": plan.provenance.ref(),
                     "rationale": plan.rationale,
+                    **_trace(self.telemetry.traceparent()),
                     "steps": [
                         {
                             "name": f.call.name,
@@ -120,6 +130,7 @@ class Orchestrator:
             )
             state = apply(None, event)
             if await self.store.create(state, plan, plan.provenance, [event]):
+                self.telemetry.committed(None, state, [event])
                 return state
             existing = await self.store.load(saga_id)
             assert existing is not None
@@ -181,6 +192,7 @@ class Orchestrator:
             epoch=epoch,
             rng=self.rng,
             options=options or RunOptions(owner=self.owner, hook=self.hook),
+            telemetry=self.telemetry,
         )
 
     # -- dead letters -------------------------------------------------------------------

@@ -144,6 +144,8 @@ class SagaState:
     reason: str | None = None
     approval: ApprovalRecord | None = None
     outcomes: int = 0  # counter behind StepRecord.seq
+    compensating_since: float | None = None  # when compensation first started
+    traceparent: str | None = None  # W3C trace context of the submission (joins passes)
 
     @property
     def wake_at(self) -> float | None:
@@ -238,6 +240,7 @@ def _submitted(event: Event) -> SagaState:
         created_at=event.at,
         updated_at=event.at,
         version=1,
+        traceparent=d.get("traceparent"),
     )
 
 
@@ -311,7 +314,10 @@ def apply(state: SagaState | None, event: Event) -> SagaState:
         resumed = SagaStatus(d["status"])
         return replace(s, steps=tuple(steps), status=resumed, reason=d.get("saga_reason"))
     if t is EventType.COMPENSATION_STARTED:
-        return replace(s, status=SagaStatus.COMPENSATING, reason=d.get("reason"))
+        since = event.at if s.compensating_since is None else s.compensating_since
+        return replace(
+            s, status=SagaStatus.COMPENSATING, reason=d.get("reason"), compensating_since=since
+        )
     if t in _ENDINGS:
         return replace(s, status=_ENDINGS[t], reason=d.get("reason", s.reason))
     raise ValueError(f"unknown event type {t!r}")

@@ -15,6 +15,7 @@ from pivotal.engine import RunOptions
 from pivotal.errors import LeaseLost, PivotalError
 from pivotal.hooks import Hook
 from pivotal.lease import Lease
+from pivotal.observability.logs import saga_fields
 from pivotal.orchestrator import Orchestrator
 from pivotal.state import ApprovalStatus, SagaStatus
 
@@ -90,6 +91,11 @@ class Sweeper:
 
     @staticmethod
     async def _contained(work: Awaitable[T], saga_id: str) -> T | None:
+        with saga_fields(saga_id):  # every line about this saga names it
+            return await Sweeper._logged(work, saga_id)
+
+    @staticmethod
+    async def _logged(work: Awaitable[T], saga_id: str) -> T | None:
         try:
             return await work
         except LeaseLost:  # another process holds it and will see to it
@@ -136,6 +142,7 @@ class Worker:
         """
         cfg = self.config
         sweeping = asyncio.create_task(self._sweeps())
+        beating = asyncio.create_task(self._beats())
         stopping = asyncio.ensure_future(self._stopping.wait())
         try:
             while not self._stopping.is_set():
@@ -157,7 +164,29 @@ class Worker:
             await sweeping
             if self._tasks:
                 await asyncio.wait(self._tasks)
+            await beating
         return self.stats
+
+    @property
+    def beat_interval(self) -> float:
+        """Seconds between the worker's own heartbeats in the ledger (idle or not)."""
+        return min(self.config.lease_ttl / 3, 10.0)
+
+    async def _beats(self) -> None:
+        """Say in the ledger that this worker is alive, until it stops; then that it
+        stopped. A beat that fails is logged; the next one tries again."""
+        store, clock = self.orchestrator.store, self.orchestrator.clock
+        while not self._stopping.is_set():
+            try:
+                await store.beat_worker(self.owner, clock.now())
+            except Exception as exc:
+                log.warning("%s: heartbeat failed: %s", self.owner, exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.beat_interval)
+        try:
+            await store.beat_worker(self.owner, clock.now(), stopped=True)
+        except Exception as exc:
+            log.warning("%s: could not record that it stopped: %s", self.owner, exc)
 
     async def _sweeps(self) -> None:
         """Sweep now and then every ``sweep_interval`` until the worker stops; nothing a
@@ -215,6 +244,10 @@ class Worker:
             del self._running[saga_id]
 
     async def _run_one(self, lease: Lease, before: asyncio.Task[None] | None = None) -> None:
+        with saga_fields(lease.saga_id):  # every line about this saga names it
+            await self._pass(lease, before)
+
+    async def _pass(self, lease: Lease, before: asyncio.Task[None] | None) -> None:
         orch, saga_id = self.orchestrator, lease.saga_id
         if before is not None:
             await asyncio.wait([before])
@@ -230,6 +263,7 @@ class Worker:
             state = await orch.leases.guard(lease, orch.drive(saga_id, lease.epoch, options))
         except LeaseLost as exc:
             self.stats.leases_lost += 1
+            orch.telemetry.lease_lost(saga_id, self.owner)
             log.warning(
                 "%s: lease on saga %s lost; stopped working on it: %s", self.owner, saga_id, exc
             )

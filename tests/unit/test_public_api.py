@@ -21,6 +21,7 @@ CURATED = [
     "Catalogue",
     "StepContext",
     "StepKind",
+    "NothingToUndo",
     "load_app",
     "Plan",
     "Provenance",
@@ -48,6 +49,9 @@ CURATED = [
     "WorkerConfig",
     "FakeClock",
     "SystemClock",
+    # operating
+    "Telemetry",
+    "Message",
     # ledgers
     "Store",
     "SQLiteStore",
@@ -80,6 +84,7 @@ CURATED = [
     "LeaseLost",
     "VersionConflict",
     "SchemaMismatch",
+    "MessageError",
 ]
 # Importable from ``pivotal`` for existing code, but not part of ``__all__``.
 KEPT_FOR_COMPATIBILITY = [

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, Self
 
+from pivotal.outbox import Message
 from pivotal.plan import Plan, Provenance
 from pivotal.state import ApprovalRecord, Event, SagaState, SagaStatus
 from pivotal.store.planning_records import (
@@ -69,6 +70,25 @@ class Token:
     role: str
     created_at: float
     revoked_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OpsSnapshot:
+    """What the ledger says about the whole system right now (for gauges and alerts): the
+    same in every process that reads it, and right across restarts."""
+
+    at: float
+    sagas_by_status: Mapping[str, int]  # every status that has sagas
+    open_dead_letters: int
+    oldest_open_dead_letter_at: float | None
+    pending_approvals: int
+    oldest_approval_requested_at: float | None
+    soonest_approval_expires_at: float | None
+    outbox_pending: int
+    outbox_dead: int
+    oldest_pending_message_at: float | None
+    workers_alive: int  # workers whose heartbeat is recent (see ``ops_snapshot``)
+    last_worker_heartbeat_at: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +207,51 @@ class Store(Protocol):
     async def revoke_token(self, token_id: str, at: float) -> Token | None:
         """Revoke a token (a revoked one keeps its first revocation time); None when there is
         no token with that id."""
+        ...
+
+    # -- operations ---------------------------------------------------------------------------
+
+    async def ops_snapshot(self, now: float, alive_within: float = 60.0) -> OpsSnapshot:
+        """Counts and ages for gauges; a worker is alive when it beat within
+        ``alive_within`` seconds and has not said it stopped."""
+        ...
+
+    async def beat_worker(self, name: str, now: float, *, stopped: bool = False) -> None:
+        """Record that worker ``name`` is alive at ``now`` (or, with ``stopped``, that it
+        stopped); the first beat of a name records when it started."""
+        ...
+
+    # -- the outbox ---------------------------------------------------------------------------
+
+    async def claim_messages(self, owner: str, now: float, ttl: float, limit: int) -> list[Message]:
+        """Lease up to ``limit`` due messages to relay ``owner`` until ``now + ttl``: of each
+        saga only its oldest undelivered message (order per saga), and never one that another
+        relay holds."""
+        ...
+
+    async def settle_message(
+        self,
+        message_id: str,
+        owner: str,
+        now: float,
+        *,
+        delivered: bool,
+        error: str | None = None,
+        next_attempt_at: float | None = None,
+    ) -> bool:
+        """Record a delivery (``delivered``), or a failed one: ``error``, one more attempt,
+        and the next at ``next_attempt_at`` (None: retries ran out, the message is dead).
+        False, writing nothing, when ``owner`` no longer holds the message."""
+        ...
+
+    async def messages(
+        self, status: str | None = None, saga_id: str | None = None, limit: int = 100
+    ) -> list[Message]:
+        """Outbox messages in outbox order (of one status, of one saga)."""
+        ...
+
+    async def replay_message(self, message_id: str, now: float) -> bool:
+        """Make a dead (or delivered) message due again now; False when there is none."""
         ...
 
     # -- planning records -------------------------------------------------------------------

@@ -61,7 +61,7 @@ ESCALATION_COLUMNS = (
 INSERT_PROVENANCE = "INSERT INTO provenance (ref, body) VALUES (?, ?) ON CONFLICT (ref) DO NOTHING"
 INSERT_SAGA = (
     "INSERT INTO sagas (saga_id, catalogue, plan, plan_digest, provenance_ref, status, reason, "
-    "version, outcomes, created_at, updated_at, wake_at) VALUES (" + _marks(12) + ") "
+    "version, outcomes, created_at, updated_at, wake_at, traceparent) VALUES (" + _marks(13) + ") "
     "ON CONFLICT (saga_id) DO NOTHING"
 )
 UPSERT_STEP = (
@@ -85,11 +85,15 @@ INSERT_EVENT = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({_marks(8)})"
 # resets the count of passes without it.
 UPDATE_SAGA = (
     "UPDATE sagas SET status = ?, reason = ?, version = ?, outcomes = ?, updated_at = ?, "
-    "wake_at = ?, idle_passes = 0, last_error = NULL WHERE saga_id = ? AND version = ?"
+    "wake_at = ?, compensating_since = ?, idle_passes = 0, last_error = NULL "
+    "WHERE saga_id = ? AND version = ?"
 )
 UPDATE_SAGA_AT_EPOCH = UPDATE_SAGA + " AND lease_epoch = ?"
 
-SELECT_SAGA = f"SELECT {SAGA_COLUMNS}, plan, idle_passes, last_error FROM sagas WHERE saga_id = ?"
+SELECT_SAGA = (
+    f"SELECT {SAGA_COLUMNS}, plan, idle_passes, last_error, compensating_since, traceparent "
+    "FROM sagas WHERE saga_id = ?"
+)
 SELECT_STEPS = f"SELECT {STEP_COLUMNS} FROM steps WHERE saga_id = ? ORDER BY idx"
 SELECT_APPROVAL = f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE saga_id = ?"
 SELECT_VERSION_AND_EPOCH = "SELECT version, lease_epoch FROM sagas WHERE saga_id = ?"
@@ -345,3 +349,15 @@ PG_USER_TABLES = (
 def pg_truncate(tables: list[str]) -> str:
     """Empty ``tables`` (names read from ``PG_USER_TABLES``), restarting their ids."""
     return f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"
+
+
+# -- the outbox: messages inserted with the state change they announce -----------------------
+
+OUTBOX_COLUMNS = (
+    "seq, id, saga_id, type, payload, traceparent, created_at, status, attempts, "
+    "next_attempt_at, delivered_at, last_error"
+)
+INSERT_OUTBOX = (
+    "INSERT INTO outbox (id, saga_id, type, payload, traceparent, created_at, next_attempt_at) "
+    "VALUES (" + _marks(7) + ") ON CONFLICT (id) DO NOTHING"
+)

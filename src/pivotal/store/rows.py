@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pivotal.catalogue import undo_key
+from pivotal.outbox import Message
 from pivotal.state import (
     ApprovalRecord,
     ApprovalStatus,
@@ -165,3 +166,33 @@ def dead_letter_changes(
         elif e.type is EventType.DEAD_LETTER_RESOLVED:
             out.append((q.SETTLE_DEAD_LETTER, (e.at, str(e.data.get("reason")), key)))
     return out
+
+
+def outbox_row(m: Message) -> tuple[Any, ...]:
+    return (
+        m.id,
+        m.saga_id,
+        m.type,
+        dumps(m.payload),
+        m.traceparent,
+        m.created_at,
+        m.created_at if m.next_attempt_at is None else m.next_attempt_at,
+    )
+
+
+def message_from_row(row: Any) -> Message:
+    """A message from the columns of ``q.OUTBOX_COLUMNS``, in that order."""
+    return Message(
+        seq=int(row[0]),
+        id=row[1],
+        saga_id=row[2],
+        type=row[3],
+        payload=json.loads(row[4]),
+        traceparent=row[5],
+        created_at=row[6],
+        status=row[7],
+        attempts=int(row[8]),
+        next_attempt_at=row[9],
+        delivered_at=row[10],
+        last_error=row[11],
+    )

@@ -173,6 +173,38 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     WHERE status = 'approved' AND approver IS NOT NULL
       AND approver NOT LIKE '%"%' ESCAPE '!' AND approver NOT LIKE '%\\%' ESCAPE '!';
     """,
+    # 7: operations. Each saga keeps when its compensation started (time to compensate) and
+    # the trace context it was submitted under. The outbox holds messages committed with the
+    # state change they announce, until a relay delivered them; ``seq`` orders them. Workers
+    # record a heartbeat of their own, idle or not, so "no worker alive" can be seen.
+    """
+    ALTER TABLE sagas ADD COLUMN compensating_since REAL;
+    ALTER TABLE sagas ADD COLUMN traceparent TEXT;
+    CREATE TABLE outbox (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        saga_id TEXT NOT NULL,
+        type TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        traceparent TEXT,
+        created_at REAL NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL NOT NULL,
+        delivered_at REAL,
+        last_error TEXT,
+        lease_owner TEXT,
+        lease_expires_at REAL
+    );
+    CREATE INDEX outbox_due ON outbox(status, next_attempt_at, seq);
+    CREATE INDEX outbox_saga ON outbox(saga_id, status, seq);
+    CREATE TABLE workers (
+        name TEXT PRIMARY KEY,
+        started_at REAL NOT NULL,
+        heartbeat_at REAL NOT NULL,
+        stopped_at REAL
+    );
+    """,
 )
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from pivotal.errors import LeaseLost, VersionConflict
+from pivotal.outbox import messages_for
 from pivotal.plan import Plan, Provenance
 from pivotal.state import ApprovalStatus, Event, SagaState, SagaStatus
 from pivotal.store import queries as q
@@ -25,10 +27,12 @@ from pivotal.store.primitives import Fetch as Fetch
 from pivotal.store.primitives import Row as Row
 from pivotal.store.primitives import Stmt as Stmt
 from pivotal.store.schema import SQLITE_MIGRATIONS
+from pivotal.store.sql_ops import SQLOps
+from pivotal.store.sql_outbox import SQLOutbox
 from pivotal.store.sql_planning import SQLPlanning
 
 
-class SQLStore(SQLPlanning):
+class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
     """Every store operation, over the two backend primitives."""
 
     dialect: ClassVar[q.Dialect] = q.SQLITE
@@ -59,6 +63,7 @@ class SQLStore(SQLPlanning):
             state.created_at,
             state.updated_at,
             state.wake_at,
+            state.traceparent,
         )
         result = await self._batch(
             [
@@ -70,10 +75,19 @@ class SQLStore(SQLPlanning):
                     many=True,
                 ),
                 self._events(state, events),
+                *self._messages(state, events),
                 *self._notify(state.saga_id),
             ]
         )
         return not result.stopped
+
+    @staticmethod
+    def _messages(state: SagaState, events: Sequence[Event]) -> list[Stmt]:
+        """The outbox messages these events announce, inserted in the same transaction."""
+        found = messages_for(state, events)
+        if not found:
+            return []
+        return [Stmt(q.INSERT_OUTBOX, [rows.outbox_row(m) for m in found], many=True)]
 
     @staticmethod
     def _events(state: SagaState, events: Sequence[Event]) -> Stmt:
@@ -101,6 +115,7 @@ class SQLStore(SQLPlanning):
             rows.approval_from_row(approval[0]) if approval else None,
         )
         row = found[0]
+        state = replace(state, compensating_since=row[13], traceparent=row[14])
         return StoredSaga(state, Plan.model_validate_json(row[10]), int(row[11]), row[12])
 
     async def commit(
@@ -113,6 +128,7 @@ class SQLStore(SQLPlanning):
             after.outcomes,
             after.updated_at,
             after.wake_at,
+            after.compensating_since,
             after.saga_id,
             before.version,
         )
@@ -134,6 +150,7 @@ class SQLStore(SQLPlanning):
             stmts.append(Stmt(q.UPSERT_APPROVAL, rows.approval_row(after.saga_id, after.approval)))
         stmts += [Stmt(sql, p) for sql, p in rows.dead_letter_changes(after, events)]
         stmts.append(self._events(after, events))
+        stmts += self._messages(after, events)
         if epoch is None:  # a decision from outside a worker (approval, operator)
             stmts += self._notify(after.saga_id)
         try:

@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from pivotal.errors import StoreError
+from pivotal.outbox import Message
 from pivotal.plan import Plan, Provenance
 from pivotal.state import Event, SagaState, SagaStatus
 from pivotal.store.base import (
     DeadLetter,
+    OpsSnapshot,
     PendingApproval,
     SagaSummary,
     Store,
@@ -168,6 +170,42 @@ class FlakyStore:
 
     async def schema_versions(self) -> tuple[int, int]:
         return await self.inner.schema_versions()
+
+    async def ops_snapshot(self, now: float, alive_within: float = 60.0) -> OpsSnapshot:
+        return await self.inner.ops_snapshot(now, alive_within)
+
+    async def beat_worker(self, name: str, now: float, *, stopped: bool = False) -> None:
+        await self.inner.beat_worker(name, now, stopped=stopped)
+
+    async def claim_messages(self, owner: str, now: float, ttl: float, limit: int) -> list[Message]:
+        return await self.inner.claim_messages(owner, now, ttl, limit)
+
+    async def settle_message(
+        self,
+        message_id: str,
+        owner: str,
+        now: float,
+        *,
+        delivered: bool,
+        error: str | None = None,
+        next_attempt_at: float | None = None,
+    ) -> bool:
+        return await self.inner.settle_message(
+            message_id,
+            owner,
+            now,
+            delivered=delivered,
+            error=error,
+            next_attempt_at=next_attempt_at,
+        )
+
+    async def messages(
+        self, status: str | None = None, saga_id: str | None = None, limit: int = 100
+    ) -> list[Message]:
+        return await self.inner.messages(status, saga_id, limit)
+
+    async def replay_message(self, message_id: str, now: float) -> bool:
+        return await self.inner.replay_message(message_id, now)
 
     async def create_token(self, name: str, role: str, token_hash: str, at: float) -> Token:
         return await self.inner.create_token(name, role, token_hash, at)

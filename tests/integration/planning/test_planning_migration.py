@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pivotal import Orchestrator, StoreError
+from pivotal import Event, Orchestrator, Plan, SagaState, StoreError
 from pivotal.planning import (
     PlanningMode,
     PlanningRun,
@@ -20,6 +20,8 @@ from pivotal.planning import (
     propose_plan,
 )
 from pivotal.store import postgres as postgres_module
+from pivotal.store import queries as q
+from pivotal.store import rows
 from pivotal.store import sqlite as sqlite_module
 from pivotal.store.postgres import PostgresStore
 from pivotal.store.queries import RUN_COLUMNS
@@ -66,6 +68,45 @@ async def schema_version(store: SQLStore) -> int:
     return int((await store._fetch("SELECT MAX(version) FROM schema_version"))[0][0])
 
 
+async def create_as_version_1(
+    old: SQLStore, state: SagaState, plan: Plan, events: list[Event]
+) -> None:
+    """Write a saga with the columns the first schema had (as the Pivotal of then did)."""
+    columns = (
+        "saga_id, catalogue, plan, plan_digest, provenance_ref, status, reason, version, "
+        "outcomes, created_at, updated_at, wake_at"
+    )
+    saga = Stmt(
+        f"INSERT INTO sagas ({columns}) VALUES ({', '.join('?' * 12)})",
+        (
+            state.saga_id,
+            state.catalogue,
+            plan.to_json(),
+            state.plan_digest,
+            state.provenance_ref,
+            state.status.value,
+            state.reason,
+            state.version,
+            state.outcomes,
+            state.created_at,
+            state.updated_at,
+            state.wake_at,
+        ),
+    )
+    await old._batch(
+        [
+            Stmt(q.INSERT_PROVENANCE, (state.provenance_ref, plan.provenance.model_dump_json())),
+            saga,
+            Stmt(q.UPSERT_STEP, [rows.step_row(state.saga_id, r) for r in state.steps], many=True),
+            Stmt(
+                q.INSERT_EVENT,
+                [rows.event_row(state.saga_id, state.provenance_ref, e) for e in events],
+                many=True,
+            ),
+        ]
+    )
+
+
 async def test_an_older_ledger_is_upgraded_in_place(ledger_at, app, clock, fulfilment_plan) -> None:
     async with SQLiteStore(":memory:") as scratch:  # the saga as an older Pivotal wrote it
         plan = fulfilment_plan()
@@ -73,7 +114,7 @@ async def test_an_older_ledger_is_upgraded_in_place(ledger_at, app, clock, fulfi
         stored, events = await scratch.load("kept"), await scratch.events("kept")
     assert stored is not None
     async with ledger_at(1) as old:
-        assert await old.create(stored.state, plan, plan.provenance, events)
+        await create_as_version_1(old, stored.state, plan, events)
         with pytest.raises(StoreError, match=r"no such table|does not exist"):
             await old.escalations()
 

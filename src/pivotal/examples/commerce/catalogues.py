@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pivotal.catalogue import Catalogue, StepContext
+from pivotal.catalogue import Catalogue, NothingToUndo, StepContext
 from pivotal.examples.commerce.services import CommerceServices
 from pivotal.plan import Plan
 from pivotal.policy import ThresholdPolicy
@@ -52,7 +52,9 @@ FAST = RetryPolicy(max_attempts=4, base_delay=0.02, max_delay=0.5)
 def _note(done: str, result: Result) -> str:
     """What an undo reports: what it reversed, or that there was nothing to reverse."""
     found = next(iter(result.values()), None)
-    return f"{done} {found}" if found else "nothing to undo: no effect was found for the key"
+    if found:
+        return f"{done} {found}"
+    return NothingToUndo("nothing to undo: no effect was found for the key")
 
 
 def _inventory_steps(catalogue: Catalogue, svc: CommerceServices) -> None:

@@ -1,0 +1,152 @@
+"""The transactional outbox: messages committed with the state change they announce.
+
+The engine announces every saga outcome; a step announces what it wants the rest of the
+company to know through ``ctx.publish(type, data)``. Either way the message is inserted in the
+transaction that records the change, so it exists exactly when the change does: no dual
+write. A relay (``pivotal.relay``) delivers them later, at least once, in order per saga.
+
+Ids are derived from the saga and the event's position in its log, so a commit retried
+after a lost reply cannot create a second message, and a receiver dedupes on the id.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pivotal.errors import MessageError
+from pivotal.state import Event, EventType, SagaState
+
+MAX_MESSAGE_BYTES = 20_000  # a message is a notification, not a document
+MAX_TYPE_LENGTH = 100
+
+# What the engine announces, by the event that records it.
+ANNOUNCED: Mapping[EventType, str] = {
+    EventType.SAGA_COMPLETED: "saga.completed",
+    EventType.SAGA_COMPENSATED: "saga.compensated",
+    EventType.SAGA_COMPENSATION_FAILED: "saga.compensation_failed",
+    EventType.SAGA_NEEDS_HUMAN: "saga.needs_human",
+    EventType.SAGA_RESOLVED: "saga.resolved",
+    EventType.APPROVAL_REQUESTED: "approval.requested",
+}
+
+# Events that may carry messages a step published through its context.
+_STEP_MESSAGES = frozenset({EventType.STEP_SUCCEEDED, EventType.UNDO_SUCCEEDED})
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One outbox message as it is kept until delivered."""
+
+    id: str  # stable across retries and relays: receivers dedupe on it
+    saga_id: str
+    type: str  # e.g. "saga.compensated", or a step's own type
+    payload: Mapping[str, Any]
+    created_at: float
+    traceparent: str | None = None
+    seq: int = 0  # position in the outbox (assigned by the ledger)
+    status: str = "pending"  # pending, delivered, or dead (retries ran out)
+    attempts: int = 0
+    next_attempt_at: float | None = None
+    delivered_at: float | None = None
+    last_error: str | None = None
+
+    def envelope(self) -> dict[str, Any]:
+        """What a receiver gets: the id to dedupe on, the type, when, and the data."""
+        return {
+            "id": self.id,
+            "type": self.type,
+            "timestamp": self.created_at,
+            "saga_id": self.saga_id,
+            "data": dict(self.payload),
+        }
+
+
+def check_message(type: str, data: Any) -> dict[str, Any]:
+    """A step's message as it will be kept; ``MessageError`` says why it cannot be."""
+    if (
+        not isinstance(type, str)
+        or not type.strip()
+        or len(type) > MAX_TYPE_LENGTH
+        or not type.isprintable()
+    ):
+        raise MessageError(f"a message type is 1-{MAX_TYPE_LENGTH} printable characters")
+    if not isinstance(data, Mapping):
+        raise MessageError("a message's data is a mapping of JSON values")
+    try:
+        text = json.dumps(data, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise MessageError(f"a message's data must be JSON: {exc}") from exc
+    if len(text.encode()) > MAX_MESSAGE_BYTES:
+        raise MessageError(f"a message's data is larger than {MAX_MESSAGE_BYTES} bytes")
+    loaded: dict[str, Any] = json.loads(text)
+    return {"type": type, "data": loaded}
+
+
+def messages_for(state: SagaState, events: Sequence[Event]) -> list[Message]:
+    """The messages a commit of ``events`` (leading to ``state``) announces."""
+    out: list[Message] = []
+    for e in events:
+        kind = ANNOUNCED.get(e.type)
+        if kind is not None:
+            out.append(_announcement(state, e, kind))
+        if e.type in _STEP_MESSAGES:
+            for n, m in enumerate(e.data.get("messages") or ()):
+                out.append(
+                    Message(
+                        id=f"{state.saga_id}:{e.seq}:{n}",
+                        saga_id=state.saga_id,
+                        type=m["type"],
+                        payload={
+                            "saga_id": state.saga_id,
+                            "catalogue": state.catalogue,
+                            "step": e.step,
+                            "step_name": None if e.step is None else state.steps[e.step].name,
+                            "undo": e.type is EventType.UNDO_SUCCEEDED,
+                            "provenance_ref": state.provenance_ref,
+                            "data": m["data"],
+                        },
+                        created_at=e.at,
+                        traceparent=state.traceparent,
+                        next_attempt_at=e.at,
+                    )
+                )
+    return out
+
+
+def _announcement(state: SagaState, e: Event, kind: str) -> Message:
+    payload: dict[str, Any] = {
+        "saga_id": state.saga_id,
+        "catalogue": state.catalogue,
+        "provenance_ref": state.provenance_ref,
+        "reason": e.data.get("reason"),
+    }
+    if e.type is EventType.APPROVAL_REQUESTED and e.step is not None:
+        payload |= {
+            "reason": e.data.get("reason"),
+            "step": e.step,
+            "step_name": state.steps[e.step].name,
+            "expires_at": e.data.get("expires_at"),
+            "required": e.data.get("required", 1),
+        }
+    else:
+        payload["status"] = _status_after(e)
+        if e.type in (EventType.SAGA_COMPENSATED, EventType.SAGA_COMPENSATION_FAILED):
+            payload["compensating_since"] = state.compensating_since
+        if e.type in (EventType.SAGA_RESOLVED,):
+            payload["by"] = e.data.get("by")
+    return Message(
+        id=f"{state.saga_id}:{e.seq}",
+        saga_id=state.saga_id,
+        type=kind,
+        payload=payload,
+        created_at=e.at,
+        traceparent=state.traceparent,
+        next_attempt_at=e.at,
+    )
+
+
+def _status_after(e: Event) -> str:
+    return ANNOUNCED[e.type].removeprefix("saga.")
