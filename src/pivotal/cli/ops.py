@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import typer
@@ -18,6 +20,7 @@ from pivotal.cli._shared import (
     bounded,
     check_ledger,
     dump,
+    err,
     finite,
     out,
     print_plan_errors,
@@ -26,8 +29,12 @@ from pivotal.cli._shared import (
     settings_of,
     writing,
 )
+from pivotal.cli.outbox import RelayOptions, relay_beside, webhook_secret
 from pivotal.cli.sagas import print_saga
 from pivotal.errors import PlanRejected
+from pivotal.observability.metrics import PivotalMetrics
+from pivotal.observability.metrics_endpoint import MetricsEndpoint
+from pivotal.orchestrator import Orchestrator
 from pivotal.plan import parse_plan
 from pivotal.state import Event, SagaState, SagaStatus
 from pivotal.store import StoredSaga, migrate_ledger
@@ -146,14 +153,47 @@ def worker(
         float,
         typer.Option(min=0.01, max=86_400, help="Seconds between progress lines.", callback=finite),
     ] = 10.0,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(min=1, max=65_535, help="Serve Prometheus metrics on this port (/metrics)."),
+    ] = None,
+    metrics_host: Annotated[
+        str,
+        typer.Option(help="Address the metrics endpoint listens on.", callback=bounded(MAX_NAME)),
+    ] = "127.0.0.1",
+    relay_webhook: Annotated[
+        str | None,
+        typer.Option(
+            help="Also relay the outbox: POST each message here, signed (see `outbox relay`).",
+            callback=bounded(2000),
+        ),
+    ] = None,
+    relay_secret_env: Annotated[
+        str | None, typer.Option(help="The relay webhook's secret is in this variable.")
+    ] = None,
+    relay_allow_insecure: Annotated[
+        bool, typer.Option(help="Allow an http:// or private relay webhook address.")
+    ] = False,
+    relay_callable: Annotated[
+        list[str] | None,
+        typer.Option(help="Also relay the outbox to module:attribute (a sink or a function)."),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Claim and run sagas until SIGTERM or SIGINT (then finish the calls in flight).
 
     It says on stderr that it started (ledger, app, concurrency), how the work goes while
-    it changes (claimed, in flight, finished by status), and when it stopped.
+    it changes (claimed, in flight, finished by status), and when it stopped. With
+    --metrics-port it serves its Prometheus metrics, and the ledger's gauges, there. With
+    --relay-webhook or --relay-callable it also delivers the outbox, as `outbox relay` does.
     """
     settings = settings_of(ctx)
+    relaying = RelayOptions(
+        webhook=relay_webhook,
+        secret=webhook_secret(None, relay_secret_env) if relay_webhook is not None else None,
+        allow_insecure=relay_allow_insecure,
+        callables=tuple(relay_callable or ()),
+    )
     config = WorkerConfig(
         concurrency=concurrency,
         lease_ttl=lease_ttl,
@@ -163,7 +203,15 @@ def worker(
 
     async def work() -> dict[str, Any]:
         options: dict[str, Any] = {"owner": name, "lease_ttl": lease_ttl}
-        async with writing(settings, "worker", migrate=migrate, **options) as orch:
+        metrics = PivotalMetrics() if metrics_port is not None else None
+        if metrics is not None:
+            options["telemetry"] = [metrics]
+        settled = metrics.outbox_settled if metrics is not None else None
+        async with (
+            writing(settings, "worker", migrate=migrate, **options) as orch,
+            _metrics_endpoint(metrics, orch, metrics_host, metrics_port),
+            relay_beside(orch.store, relaying, settled, drain=until_idle),
+        ):
             runner = Worker(orch, config)
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -189,6 +237,20 @@ def worker(
         dump(result)
     else:
         out.print(Text(text))
+
+
+@contextlib.asynccontextmanager
+async def _metrics_endpoint(
+    metrics: PivotalMetrics | None, orch: Orchestrator, host: str, port: int | None
+) -> AsyncIterator[None]:
+    """Serve ``metrics`` on ``host:port`` while the worker runs (nothing without a port)."""
+    if metrics is None or port is None:
+        yield
+        return
+    metrics.expect(c.name for c in orch.app)
+    async with MetricsEndpoint(metrics, orch.store, port=port, host=host) as endpoint:
+        err.print(Text(f"metrics: {endpoint.url}"))
+        yield
 
 
 def sweep(ctx: typer.Context, as_json: JsonFlag = False) -> None:

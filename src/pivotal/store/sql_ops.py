@@ -1,0 +1,80 @@
+"""What operations read from any SQL ledger: counts and ages for gauges, worker beats.
+
+Part of every ``SQLStore`` (SQLite and PostgreSQL alike), written once over the backend
+primitives. Every read is one aggregate over an indexed column (``sagas(status, …)``,
+``dead_letters(status, …)``, ``approvals(status)``, ``outbox(status, …)``) and the small
+``workers`` table, all in one read snapshot, so the figures agree with each other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pivotal.store.base import OpsSnapshot
+from pivotal.store.primitives import Fetch, SQLPrimitives, Stmt
+
+SAGAS_BY_STATUS = "SELECT status, COUNT(*) FROM sagas GROUP BY status"
+OPEN_DEAD_LETTERS = "SELECT COUNT(*), MIN(created_at) FROM dead_letters WHERE status = 'open'"
+PENDING_APPROVALS = (
+    "SELECT COUNT(*), MIN(requested_at), MIN(expires_at) FROM approvals WHERE status = 'pending'"
+)
+OUTBOX_BACKLOG = (
+    "SELECT status, COUNT(*), MIN(created_at) FROM outbox "
+    "WHERE status IN ('pending', 'dead') GROUP BY status"
+)
+# alive: beat recently and did not say it stopped; the newest beat of any running worker
+WORKERS = (
+    "SELECT COALESCE(SUM(CASE WHEN heartbeat_at >= ? THEN 1 ELSE 0 END), 0), MAX(heartbeat_at) "
+    "FROM workers WHERE stopped_at IS NULL"
+)
+# The first beat of a name records its start; a stop is recorded with a last beat; a beat
+# after a stop is a restart under the same name: it starts again and is running again.
+BEAT_WORKER = (
+    "INSERT INTO workers (name, started_at, heartbeat_at, stopped_at) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, "
+    "stopped_at = excluded.stopped_at, started_at = CASE "
+    "WHEN workers.stopped_at IS NOT NULL AND excluded.stopped_at IS NULL "
+    "THEN excluded.started_at ELSE workers.started_at END"
+)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+class SQLOps(SQLPrimitives):
+    """Operations views over the backend primitives."""
+
+    async def ops_snapshot(self, now: float, alive_within: float = 60.0) -> OpsSnapshot:
+        """Counts and ages for gauges (every saga status that has sagas); a worker is alive
+        when it beat within ``alive_within`` seconds and has not said it stopped."""
+
+        async def read(fetch: Fetch) -> OpsSnapshot:
+            by_status = {str(s): int(n) for s, n in await fetch(SAGAS_BY_STATUS, ())}
+            [(letters, oldest_letter)] = await fetch(OPEN_DEAD_LETTERS, ())
+            [(approvals, oldest_request, soonest_expiry)] = await fetch(PENDING_APPROVALS, ())
+            outbox = {str(r[0]): (int(r[1]), r[2]) for r in await fetch(OUTBOX_BACKLOG, ())}
+            [(alive, newest_beat)] = await fetch(WORKERS, (now - alive_within,))
+            pending, oldest_message = outbox.get("pending", (0, None))
+            return OpsSnapshot(
+                at=now,
+                sagas_by_status=by_status,
+                open_dead_letters=int(letters),
+                oldest_open_dead_letter_at=_float(oldest_letter),
+                pending_approvals=int(approvals),
+                oldest_approval_requested_at=_float(oldest_request),
+                soonest_approval_expires_at=_float(soonest_expiry),
+                outbox_pending=pending,
+                outbox_dead=outbox.get("dead", (0, None))[0],
+                oldest_pending_message_at=_float(oldest_message),
+                workers_alive=int(alive),
+                last_worker_heartbeat_at=_float(newest_beat),
+            )
+
+        return await self._reading(read)
+
+    async def beat_worker(self, name: str, now: float, *, stopped: bool = False) -> None:
+        """Record that worker ``name`` is alive at ``now`` (or, with ``stopped``, that it
+        stopped); the first beat of a name records when it started, and so does the first
+        beat after it stopped (a restart under the same name)."""
+        await self._batch([Stmt(BEAT_WORKER, (name, now, now, now if stopped else None))])
