@@ -5,58 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
-import json
 import logging
-import sys
 from collections.abc import Iterator
-from enum import StrEnum
 from typing import Any
 
+from pivotal.observability.logs import JsonLines, LogFormat, configure_logging
 from pivotal.worker import Worker, WorkerStats
 
+__all__ = ["JsonLines", "LogFormat", "worker_logging"]  # kept here for existing imports
+
 log = logging.getLogger("pivotal.cli.worker")
-
-
-class LogFormat(StrEnum):
-    TEXT = "text"
-    JSON = "json"
-
-
-class JsonLines(logging.Formatter):
-    """One JSON object per record: time, level, logger, message, and the record's fields."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "ts": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        line |= getattr(record, "fields", {})
-        if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str)
 
 
 @contextlib.contextmanager
 def worker_logging(fmt: LogFormat) -> Iterator[None]:
     """Log records at INFO and above to stderr for as long as the worker runs."""
-    handler = logging.StreamHandler(sys.stderr)
-    if fmt is LogFormat.JSON:
-        handler.setFormatter(JsonLines())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
-    root = logging.getLogger()
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    try:
+    with configure_logging(fmt):
         yield
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
-        handler.flush()
 
 
 def snapshot(worker: Worker) -> dict[str, Any]:

@@ -33,6 +33,8 @@ from pivotal.errors import (
     PlanTooLarge,
     StoreError,
 )
+from pivotal.observability.logs import LogFields
+from pivotal.observability.tracing import from_environment
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import DEFAULT_LIMITS
 from pivotal.plan_errors import PlanError
@@ -329,12 +331,18 @@ async def writing(
     """The ledger and an orchestrator over the app, for ``command``, which writes."""
     check_ledger(settings, create=True)
     with settings.loaded_app(writes=command) if app is None else _given(app) as chosen:
+        tracing = from_environment()  # PIVOTAL_TRACES=console|otlp; None when off
+        observers = [*orchestrator.pop("telemetry", ()), LogFields()]
+        if tracing is not None:
+            observers.append(tracing)
         store = open_store(settings.db, migrate=migrate)
         await store.open()
         try:
-            yield Orchestrator(store, chosen, **orchestrator)
+            yield Orchestrator(store, chosen, telemetry=observers, **orchestrator)
         finally:
             await store.close()
+            if tracing is not None:
+                tracing.close()
 
 
 @contextmanager

@@ -1,16 +1,26 @@
 """``pivotal serve``: the HTTP API (FastAPI under uvicorn) over the ledger and the app.
 
-FastAPI and uvicorn are imported only when the command runs."""
+Its own lines, uvicorn's and one line per request (``RequestLog``, in place of uvicorn's
+access log) go to stderr as text or JSON lines (``--log-format``). FastAPI and uvicorn are
+imported only when the command runs."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import logging
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.text import Text
 
-from pivotal.cli._shared import JsonFlag, dump, err, run, settings_of, writing
+from pivotal.cli._shared import JsonFlag, dump, run, settings_of, writing
+from pivotal.observability.logs import ASGIApp, LogFormat, RequestLog, configure_logging
 from pivotal.principals import Role
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from pivotal.observability.tracing import Tracing
+
+log = logging.getLogger("pivotal.serve")
 
 
 def register(cli: typer.Typer) -> None:
@@ -40,6 +50,10 @@ def serve(
     proxy_role: Annotated[
         Role, typer.Option(help="The role of principals named by --trust-proxy-header.")
     ] = Role.VIEWER,
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(help="text, or json: one JSON object per line (server and request lines)."),
+    ] = LogFormat.TEXT,
     as_json: JsonFlag = False,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json); workers run the sagas.
@@ -61,19 +75,20 @@ def serve(
         from pivotal.server.auth import trust_proxy_header as trust
 
         async with writing(settings, "serve") as orch:
-            api = create_app(orch.store, orch.app, max_body=max_body)
+            api = create_app(
+                orch.store, orch.app, max_body=max_body, telemetry=orch.telemetry.observers
+            )
             proxy = None
             if trust_proxy_header is not None:
                 trust(api, trust_proxy_header, proxy_role)
                 proxy = {"header": trust_proxy_header, "role": proxy_role.value}
-                if not as_json:
-                    err.print(
-                        Text(
-                            f"trusting the {trust_proxy_header} header as the principal "
-                            f"(role {proxy_role.value}): serve only behind a proxy that "
-                            "strips it from clients"
-                        )
-                    )
+                log.warning(
+                    "trusting the %s header as the principal (role %s): serve only behind "
+                    "a proxy that strips it from clients",
+                    trust_proxy_header,
+                    proxy_role.value,
+                    extra={"fields": {"event": "serve_trusts_header", **proxy}},
+                )
             url = f"http://{host}:{port}"
             if as_json:
                 dump(
@@ -85,13 +100,51 @@ def serve(
                         "trust_proxy_header": proxy,
                     }
                 )
+            fields: dict[str, Any] = {"ledger": str(settings.ledger), "url": url}
             if check:
-                if not as_json:
-                    err.print(Text(f"the API over {settings.ledger} is ready to serve at {url}"))
+                log.info(
+                    "the API over %s is ready to serve at %s",
+                    settings.ledger,
+                    url,
+                    extra={"fields": {"event": "serve_ready", "check": True, **fields}},
+                )
                 return
+            log.info(
+                "serving the API over %s at %s",
+                settings.ledger,
+                url,
+                extra={"fields": {"event": "serve_starting", **fields}},
+            )
             import uvicorn
 
-            config = uvicorn.Config(api, host=host, port=port, log_level="info")
-            await uvicorn.Server(config).serve()
+            from pivotal.observability.tracing import Tracing
 
-    run(work())
+            tracing = next((o for o in orch.telemetry.observers if isinstance(o, Tracing)), None)
+            await uvicorn.Server(uvicorn_config(api, host, port, tracing=tracing)).serve()
+
+    with configure_logging(log_format):
+        run(work())
+
+
+def uvicorn_config(
+    api: ASGIApp, host: str, port: int, *, tracing: Tracing | None = None
+) -> uvicorn.Config:
+    """Uvicorn serving ``api`` behind ``RequestLog`` (and ``TraceRequests`` with
+    ``tracing``), with no logging setup of its own: its lines reach the root logger's
+    handler (``configure_logging``) and its access log is off (``RequestLog`` writes one
+    line per request instead, without the query string)."""
+    import uvicorn
+
+    served: ASGIApp = RequestLog(api)
+    if tracing is not None:
+        from pivotal.observability.tracing import TraceRequests
+
+        served = TraceRequests(served, tracing)
+    return uvicorn.Config(
+        served,
+        host=host,
+        port=port,
+        log_level="info",
+        log_config=None,
+        access_log=False,
+    )
