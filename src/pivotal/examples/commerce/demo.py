@@ -22,14 +22,17 @@ from rich.text import Text
 
 from pivotal.errors import InvalidInput
 from pivotal.examples.commerce import CommerceApp, create_app
+from pivotal.examples.commerce.apology import APOLOGY_TRIGGER, ApologySender
 from pivotal.examples.commerce.faults import Fault, Faults
 from pivotal.examples.commerce.services import CommerceServices
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import ActorType, Plan, Provenance
 from pivotal.planning import PlanRequest, ScriptedPlanner, plan_and_submit
 from pivotal.planning.views import attempts_table
+from pivotal.relay import CallableSink, Relay
 from pivotal.render import status_text, timeline
 from pivotal.state import Event, EventType, SagaState, SagaStatus
+from pivotal.store.base import Store
 from pivotal.store.sqlite import SQLiteStore
 
 PROVENANCE = Provenance(actor_type=ActorType.SYSTEM, actor_id="pivotal-demo", run_id="demo")
@@ -475,6 +478,7 @@ async def run_demo(out: Path, console: Console | None = None) -> list[tuple[Scen
         planned, state = await play_planned(orchestrator, app, f"demo-{len(results) + 1}", console)
         results.append((planned, state))
         verdicts.append(_report(console, planned, await outcome(orchestrator, app, state)))
+        await send_apologies(store, app, console)
         letters = await store.dead_letters("open")
     app.services.close()
     summary = Table(title="outcomes", title_justify="left", header_style="dim")
@@ -495,6 +499,35 @@ async def run_demo(out: Path, console: Console | None = None) -> list[tuple[Scen
     for line in next_steps(ledger, [s for _, s in results], [d.id for d in letters]):
         console.print(Text(line), soft_wrap=True)
     return results
+
+
+APOLOGIES = "apologies: the outbox relayed once, to idle"
+
+
+async def send_apologies(store: Store, app: CommerceApp, console: Console) -> ApologySender:
+    """Relay the outbox once, until nothing is due: the customer of each rolled-back order
+    gets one apology, driven by its ``saga.compensated`` message (never by an undo)."""
+    console.print(Rule(Text(APOLOGIES, style="bold")))
+    app.services.faults.clear()
+    sender = ApologySender(store, app.services)
+    sink = CallableSink(sender, types={APOLOGY_TRIGGER}, name="apology")
+    done = await Relay(store, [sink]).run(until_idle=True, poll=0.0)
+    console.print(
+        Text(
+            f"relay: {done.delivered} outbox messages delivered, {done.failed} failed, "
+            f"{done.dead} dead; {APOLOGY_TRIGGER} went to the apology handler"
+        )
+    )
+    for a in sender.handled:
+        order = f"order {a.order_id} ({a.saga_id})"
+        if a.sent:
+            line = f"  apology to {a.recipient} for {order}, rolled back: {a.reason}"
+        else:
+            line = f"  no apology for {order}: {a.note.removeprefix('not sent: ')}"
+        console.print(Text(line), soft_wrap=True)
+    if not sender.handled:
+        console.print(Text("  no order was rolled back"))
+    return sender
 
 
 def _report(console: Console, scenario: Scenario, result: Outcome) -> bool:

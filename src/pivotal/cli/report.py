@@ -1,0 +1,209 @@
+"""``pivotal report``: what went wrong over a period, grouped by cause, and who proposed it."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from pivotal.cli._shared import (
+    MAX_LIMIT,
+    JsonFlag,
+    bounded,
+    dump,
+    out,
+    reading,
+    run,
+    settings_of,
+)
+from pivotal.plan import Provenance
+from pivotal.render import status_text, when
+from pivotal.report import (
+    DEFAULT_LIMIT,
+    REVIEWED,
+    CauseGroup,
+    Period,
+    PlannerReport,
+    Report,
+    build_report,
+)
+
+
+def register(cli: typer.Typer) -> None:
+    """Add this module's commands to ``cli``."""
+    cli.command("report")(report)
+
+
+def report(
+    ctx: typer.Context,
+    since: Annotated[
+        str,
+        typer.Option(
+            "--since",
+            help="Start of the period: 7d, 24h, 30m (back from now) or an ISO date.",
+            callback=bounded(64),
+        ),
+    ] = "7d",
+    until: Annotated[
+        str | None,
+        typer.Option("--until", help="End of the period (default: now).", callback=bounded(64)),
+    ] = None,
+    limit: Annotated[
+        int,
+        typer.Option(
+            "--limit", min=1, max=MAX_LIMIT, help="Rows read per list (sagas of a status, runs)."
+        ),
+    ] = DEFAULT_LIMIT,
+    show: Annotated[
+        int, typer.Option("--show", min=0, max=MAX_LIMIT, help="Sagas shown per cause.")
+    ] = 10,
+    as_json: JsonFlag = False,
+) -> None:
+    """The sagas of a period that ended compensated, compensation_failed or needs_human,
+    grouped by cause with who proposed them, and the planner's rejections of the period."""
+    now = time.time()
+    period = Period.parse(since, until, now)
+
+    async def work() -> Report:
+        async with reading(settings_of(ctx)) as store:
+            return await build_report(store, period, now=now, limit=limit)
+
+    found = run(work())
+    if as_json:
+        dump(found.model_dump(mode="json"))
+    else:
+        out.print(render(found, show=show))
+
+
+# -- for people ----------------------------------------------------------------------------
+
+
+def render(found: Report, *, show: int = 10) -> Group:
+    """The report as Rich tables: causes, the sagas of each cause, the planner's rejections."""
+    parts: list[RenderableType] = [
+        Text(f"review report {when(found.since)} to {when(found.until)} UTC", style="bold"),
+        _totals(found),
+    ]
+    if found.truncated:
+        lists = ", ".join(found.truncated_lists)
+        parts.append(
+            Text(
+                f"partial: {lists} reached the limit of {found.limit} rows; "
+                f"--limit {found.limit * 10} reads more",
+                style="bold yellow",
+            )
+        )
+    if found.causes:
+        parts.append(causes_table(found))
+        parts += [group_table(g, show) for g in found.causes]
+    parts += planner_parts(found.planner)
+    return Group(*parts)
+
+
+def _totals(found: Report) -> Text:
+    counts = ", ".join(f"{found.by_status[s.value]} {s.value}" for s in REVIEWED)
+    if not found.sagas:
+        return Text("no saga of the period ended compensated, compensation_failed or needs_human")
+    return Text(f"{plural(found.sagas, 'saga')} did not complete: {counts}")
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def causes_table(found: Report) -> Table:
+    table = Table(title="by cause", title_justify="left", header_style="dim")
+    table.add_column("cause")
+    table.add_column("sagas", justify="right")
+    for status in REVIEWED:
+        table.add_column(status.value, justify="right")
+    for g in found.causes:
+        table.add_row(
+            Text(g.cause.label),
+            str(g.count),
+            *(str(g.statuses.get(s.value, 0) or "") for s in REVIEWED),
+        )
+    return table
+
+
+def proposer(p: Provenance | None) -> str:
+    """Who proposed a plan, in one line: actor, model and prompt, for whom."""
+    if p is None:
+        return "(not kept)"
+    text = f"{p.actor_type.value}:{p.actor_id}"
+    detail = [x for x in (p.model, p.prompt_version and f"prompt {p.prompt_version}") if x]
+    if detail:
+        text += f" ({', '.join(detail)})"
+    if p.on_behalf_of:
+        text += f" for {p.on_behalf_of}"
+    return text
+
+
+def group_table(group: CauseGroup, show: int) -> Table:
+    title = f"{group.cause.label}: {plural(group.count, 'saga')}"
+    table = Table(title=title, title_justify="left", header_style="dim")
+    for col in ("saga", "catalogue", "status", "ended"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("proposed by", overflow="fold")
+    table.add_column("reason", overflow="fold", ratio=1, min_width=24)
+    for e in group.sagas[:show]:
+        reason = e.reason or ""
+        if e.trigger is not None:
+            reason = f"[started by {e.trigger.label}] {reason}"
+        table.add_row(
+            Text(e.saga_id),
+            Text(e.catalogue),
+            status_text(e.status),
+            when(e.updated_at),
+            Text(proposer(e.provenance)),
+            Text(reason),
+        )
+    if group.count > show:
+        table.caption = f"{group.count - show} more not shown (--show N, or --json)"
+        table.caption_justify = "left"
+    return table
+
+
+def planner_parts(planner: PlannerReport) -> list[RenderableType]:
+    """What the planner got wrong: runs by outcome, error codes, escalations."""
+    if not planner.runs and not planner.escalations:
+        return [Text("planner: no planning run or escalation in the period")]
+    modes = "; ".join(
+        f"{mode}: " + ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+        for mode, counts in planner.outcomes.items()
+    )
+    parts: list[RenderableType] = [
+        Text(
+            f"planner: {plural(planner.runs, 'run')}{f' ({modes})' if modes else ''}, "
+            f"{plural(planner.rejected_attempts, 'rejected attempt')}, "
+            f"{plural(len(planner.escalations), 'escalation')} opened"
+        )
+    ]
+    if planner.codes:
+        codes = Table(title="rejections by error code", title_justify="left", header_style="dim")
+        for col, justify in (("code", "left"), ("errors", "right"), ("attempts", "right")):
+            codes.add_column(col, justify=justify)  # type: ignore[arg-type]
+        codes.add_column("from")
+        for c in planner.codes:
+            source = "validator" if c.validator else "planner"
+            codes.add_row(Text(c.code), str(c.errors), str(c.attempts), source)
+        parts.append(codes)
+    if planner.escalations:
+        table = Table(title="escalations", title_justify="left", header_style="dim")
+        for col in ("id", "status", "opened", "planner", "codes", "reason"):
+            table.add_column(col, overflow="fold" if col == "reason" else "ellipsis")
+        for e in planner.escalations:
+            table.add_row(
+                str(e.id),
+                e.status,
+                when(e.created_at),
+                Text(e.planner),
+                Text(", ".join(e.codes)),
+                Text(e.reason),
+            )
+        parts.append(table)
+    return parts
