@@ -43,6 +43,11 @@ EVERY_COMMAND = {
     "tokens list": "tokens",
     "tokens revoke": "tokens",
     "serve": "serve",
+    "outbox list": "outbox",
+    "outbox relay": "outbox",
+    "outbox replay": "outbox",
+    "outbox new-secret": "outbox",
+    "report": "report",
 }
 
 

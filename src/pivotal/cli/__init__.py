@@ -18,6 +18,8 @@ module                  commands
 ``demo``                ``demo``
 ``tokens``              ``tokens create/list/revoke`` (bearer tokens of the HTTP API)
 ``serve``               ``serve`` (the HTTP API; FastAPI is imported only when it runs)
+``outbox``              ``outbox list/relay/replay`` (messages committed with the sagas)
+``report``              ``report`` (what the agents' sagas did over a period)
 ``_shared``             consoles, settings, sessions, errors, shared options (private)
 ``_progress``           what a running worker says (private)
 ======================  ==============================================================
@@ -32,7 +34,9 @@ from pivotal.cli import (
     dead_letters,
     demo,
     ops,
+    outbox,
     planning,
+    report,
     root,
     sagas,
     serve,
@@ -64,6 +68,8 @@ def build() -> typer.Typer:
     dead_letters.register(app)
     tokens.register(app)
     serve.register(app)
+    outbox.register(app)
+    report.register(app)
     return app
 
 
