@@ -309,16 +309,16 @@ class Relay:
     ) -> RelayReport:
         """Relay rounds until ``stop`` is set (or, ``until_idle``, until a round finds
         nothing due); between rounds that found less than a batch, wait ``poll`` seconds.
-        Return the totals. A ledger error ends an ``until_idle`` run; otherwise it is logged
-        and the next round tries again."""
+        Return the totals. An error ends an ``until_idle`` run; otherwise it is logged and
+        the next round tries again."""
         total = RelayReport()
         while stop is None or not stop.is_set():
             try:
                 report = await self.run_once()
-            except StoreError as exc:
+            except Exception as exc:  # the ledger unreachable, or a bug: never a dead relay
                 if until_idle:
                     raise
-                log.error("relay round failed: %s", exc)
+                log.error("relay round failed: %s: %s", type(exc).__name__, exc)
             else:
                 total.add(report)
                 if until_idle and report.claimed == 0:
