@@ -91,6 +91,10 @@ def _never() -> bool:
     return False
 
 
+def _no_pause(index: int) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How a pass behaves inside its process."""
@@ -99,6 +103,9 @@ class RunOptions:
     max_inline_wait: float = math.inf  # a longer wait ends the pass; a worker resumes it
     hook: Hook | None = None  # fault injection: called at each protocol point
     should_stop: Callable[[], bool] = _never  # checked between steps (graceful shutdown)
+    # checked before each attempt's intent: True suspends the pass before step ``index``
+    # begins (an agent's model stage decides first); the state so far is committed
+    pause_before: Callable[[int], bool] = _no_pause
 
 
 class Suspended(Exception):
@@ -486,6 +493,8 @@ class SagaRun:
                 await self._wait_until(rec.next_attempt_at)
             attempt = rec.attempts + 1
             ctx = self.context(index, attempt)
+            if self.options.pause_before(index):
+                raise Suspended(f"paused before step {index}")
             self._hook(Point.BEFORE_INTENT, index)
             await self.emit(
                 self.event(

@@ -11,7 +11,7 @@ from contextlib import AbstractAsyncContextManager
 from pivotal.app import App
 from pivotal.catalogue import Catalogue, StepKind
 from pivotal.clock import Clock, SystemClock
-from pivotal.engine import RunOptions, SagaRun
+from pivotal.engine import RunOptions, SagaRun, point_of_no_return
 from pivotal.errors import (
     ApprovalError,
     InvalidInput,
@@ -326,6 +326,39 @@ class Orchestrator:
             return await self.run(saga_id)
         except LeaseLost:  # a worker picked it up first (it was notified): it goes on there
             return saga_run.state
+
+    # -- abort before the point of no return --------------------------------------------
+
+    async def abort(self, saga_id: str, by: str, reason: str, *, run: bool = False) -> SagaState:
+        """Turn a verdict (a model's "this order is invalid", a check) into a rollback: a
+        saga that is submitted or running, and has not begun its point-of-no-return step,
+        starts compensating; with ``run`` it compensates in this process, else a worker
+        (or the pass that holds its lease) does. Refused with ``InvalidInput`` otherwise: a
+        saga awaiting approval is rejected instead, and past the point of no return nothing
+        is undone. The write is fenced by version: a pass running meanwhile reloads."""
+        if not by.strip() or not reason.strip():
+            raise InvalidInput("aborting a saga needs who aborted it and why")
+        stored = await self.get(saga_id)
+        state = stored.state
+        if state.status not in (SagaStatus.SUBMITTED, SagaStatus.RUNNING):
+            waiting = state.status is SagaStatus.AWAITING_APPROVAL
+            hint = "; reject the approval instead" if waiting else ""
+            raise InvalidInput(
+                f"saga {saga_id} is {state.status.value}: it cannot be aborted{hint}"
+            )
+        pnr = point_of_no_return(state)
+        if pnr is not None and state.steps[pnr].status is not StepStatus.PENDING:
+            raise InvalidInput(
+                f"saga {saga_id} has begun {state.steps[pnr].name}, its point of no return: "
+                "nothing is undone after it"
+            )
+        saga_run = self._pass(stored, None)
+        await saga_run.emit(
+            saga_run.event(EventType.COMPENSATION_STARTED, reason=f"aborted by {by}: {reason}")
+        )
+        if not run:
+            return saga_run.state
+        return await self.run(saga_id)
 
     # -- sagas parked for a person -----------------------------------------------------
 

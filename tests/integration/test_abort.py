@@ -1,0 +1,116 @@
+"""``Orchestrator.abort``: a verdict before the point of no return becomes a rollback."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from pivotal import Orchestrator, Plan, SagaState
+from pivotal.engine import RunOptions
+from pivotal.errors import InvalidInput
+from pivotal.examples.commerce import CommerceServices
+from pivotal.hooks import Point
+from pivotal.state import EventType, SagaStatus
+
+Checker = Callable[[str], Awaitable[SagaState]]
+PlanBuilder = Callable[..., Plan]
+
+
+def stop_after(index: int) -> RunOptions:
+    """A pass that suspends once step ``index`` took effect (its outcome committed)."""
+    done = {"reached": False}
+
+    def hook(point: Point, at: int) -> None:
+        if point is Point.AFTER_EFFECT and at == index:
+            done["reached"] = True
+
+    return RunOptions(hook=hook, should_stop=lambda: done["reached"])
+
+
+async def test_abort_after_a_step_undoes_it(
+    orchestrator: Orchestrator,
+    checkout_plan: PlanBuilder,
+    services: CommerceServices,
+    check: Checker,
+) -> None:
+    state = await orchestrator.submit(checkout_plan())
+    paused = await orchestrator.run(state.saga_id, options=stop_after(0))
+    assert paused.status is SagaStatus.RUNNING
+    assert paused.steps[0].status.value == "succeeded"
+
+    aborted = await orchestrator.abort(state.saga_id, "adk:check", "the order is invalid")
+    assert aborted.status is SagaStatus.COMPENSATING
+    assert aborted.reason == "aborted by adk:check: the order is invalid"
+    final = await orchestrator.run(state.saga_id)
+    assert final.status is SagaStatus.COMPENSATED
+    assert final.reason == "aborted by adk:check: the order is invalid"
+    assert len(services.calls("release")) == 1
+    assert services.calls("charge") == []
+    events = await orchestrator.store.events(state.saga_id)
+    assert [e.type for e in events].count(EventType.COMPENSATION_STARTED) == 1
+    await check(state.saga_id)
+
+
+async def test_abort_a_submitted_saga_and_run_it(
+    orchestrator: Orchestrator, checkout_plan: PlanBuilder, services: CommerceServices
+) -> None:
+    state = await orchestrator.submit(checkout_plan())
+    final = await orchestrator.abort(state.saga_id, "ops", "customer cancelled", run=True)
+    assert final.status is SagaStatus.COMPENSATED
+    assert services.calls() == []
+
+
+async def test_abort_is_refused_once_terminal_or_awaiting_approval(
+    orchestrator: Orchestrator,
+    checkout_plan: PlanBuilder,
+    fulfilment_plan: PlanBuilder,
+) -> None:
+    done = await orchestrator.execute(checkout_plan())
+    with pytest.raises(InvalidInput, match="completed: it cannot be aborted"):
+        await orchestrator.abort(done.saga_id, "ops", "too late")
+
+    big = fulfilment_plan("4471", amount="180.00", sku="lamp")
+    waiting = await orchestrator.execute(big)
+    assert waiting.status is SagaStatus.AWAITING_APPROVAL
+    with pytest.raises(InvalidInput, match="reject the approval instead"):
+        await orchestrator.abort(waiting.saga_id, "ops", "no")
+    assert (await orchestrator.get(waiting.saga_id)).state.version == waiting.version
+
+
+async def test_abort_is_refused_past_the_point_of_no_return(
+    orchestrator: Orchestrator, fulfilment_plan: PlanBuilder
+) -> None:
+    state = await orchestrator.submit(fulfilment_plan())
+    paused = await orchestrator.run(state.saga_id, options=stop_after(2))  # capture ran
+    assert paused.status is SagaStatus.RUNNING
+    with pytest.raises(InvalidInput, match="point of no return"):
+        await orchestrator.abort(state.saga_id, "ops", "changed my mind")
+    after = (await orchestrator.get(state.saga_id)).state
+    assert after.version == paused.version
+
+
+async def test_abort_needs_who_and_why(
+    orchestrator: Orchestrator, checkout_plan: PlanBuilder
+) -> None:
+    state = await orchestrator.submit(checkout_plan())
+    with pytest.raises(InvalidInput, match="who aborted it and why"):
+        await orchestrator.abort(state.saga_id, " ", "x")
+    with pytest.raises(InvalidInput, match="who aborted it and why"):
+        await orchestrator.abort(state.saga_id, "ops", "")
+
+
+async def test_a_pass_pauses_before_a_step_with_everything_before_it_committed(
+    orchestrator: Orchestrator, checkout_plan: PlanBuilder, services: CommerceServices
+) -> None:
+    state = await orchestrator.submit(checkout_plan())
+    paused = await orchestrator.run(
+        state.saga_id, options=RunOptions(pause_before=lambda index: index >= 1)
+    )
+    assert paused.status is SagaStatus.RUNNING
+    assert [r.status.value for r in paused.steps] == ["succeeded", "pending", "pending"]
+    stored = await orchestrator.get(state.saga_id)
+    assert stored.state == paused  # the first outcome is committed, not held back
+    assert [c.key for c in services.calls("charge")] == []
+    done = await orchestrator.run(state.saga_id)
+    assert done.status is SagaStatus.COMPLETED
