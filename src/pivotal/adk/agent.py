@@ -1,0 +1,201 @@
+"""``SagaAgent``: an ADK agent that runs its stages as one durable Pivotal saga.
+
+Acting stages are catalogue steps run by Pivotal's engine (intent before effect, keys
+``{saga_id}:{index}``, retries and timeouts by the step's policy). Model stages only decide.
+The ledger is the truth; the session state is a view of it written through event state
+deltas, never by mutating the session.
+
+The plan rule: every acting stage's arguments are built, and the whole plan is validated and
+submitted, when the first acting stage is reached. Model stages before it may therefore
+shape the plan (an ``LlmAgent`` writing the order through ``output_key``); model stages after
+it only give verdicts, which the agent turns into a rollback (``Orchestrator.abort``) or lets
+the saga go on. Nothing takes effect before the whole plan validates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+
+from google.adk.agents import BaseAgent
+from google.adk.agents.invocation_context import InvocationContext
+from google.adk.events import Event, EventActions
+from google.genai import types
+from pydantic import ConfigDict, Field
+
+from pivotal.adk import stages as S
+from pivotal.adk.driver import Driver
+from pivotal.adk.stages import Act, Decide, Stage, StageError
+from pivotal.engine import describe
+from pivotal.errors import PlanRejected
+from pivotal.orchestrator import Orchestrator
+from pivotal.plan import ActorType, Plan, Provenance, StepCall
+from pivotal.state import SagaStatus
+
+
+def saga_id_for(session_id: str, invocation_id: str) -> str:
+    """The saga id of an ADK invocation: a digest of the session and invocation ids (the
+    step keys ``{saga_id}:{index}`` follow from it)."""
+    digest = hashlib.sha256(f"{session_id}\x00{invocation_id}".encode()).hexdigest()
+    return f"adk-{digest[:24]}"
+
+
+class SagaAgent(BaseAgent):
+    """Runs ``stages`` in order as one Pivotal saga of the catalogue ``catalogue``.
+
+    On a failure, or a verdict that rolls back, before the point of no return the engine
+    compensates newest first; ``saga_status`` (``completed``, ``compensated``,
+    ``compensation_failed``, ``needs_human``) and ``saga_reason`` end in the session state,
+    with a ``comp:<stage>`` record for every step that took effect. At the approval gate the
+    invocation ends with ``saga_status: awaiting_approval``; once a person decided (CLI or
+    API), running the agent again in the same session continues the same saga. If the
+    process dies, a Pivotal worker or a new invocation in the session finishes it.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    orchestrator: Orchestrator = Field(exclude=True)
+    catalogue: str
+    stages: list[Any] = Field(default_factory=list, exclude=True)
+    rationale: str = ""
+
+    def model_post_init(self, context: Any, /) -> None:
+        kinds = [s for s in self.stages if not isinstance(s, Act | Decide)]
+        if kinds:
+            raise StageError(f"a stage must be an Act or a Decide, not {kinds[0]!r}")
+        if not any(isinstance(s, Act) for s in self.stages):
+            raise StageError("a saga agent needs at least one Act stage")
+        names = [s.stage for s in self.stages]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise StageError(f"stage names must be unique: {', '.join(twice)}")
+        self.orchestrator.app.catalogue(self.catalogue)  # unknown catalogue: fail now
+        self.sub_agents = [s.agent for s in self.stages if isinstance(s, Decide)]
+        super().model_post_init(context)
+
+    # -- the stages ---------------------------------------------------------------------
+
+    @property
+    def acts(self) -> list[Act]:
+        return [s for s in self.stages if isinstance(s, Act)]
+
+    def leading(self) -> list[Decide]:
+        """Model stages before the first acting stage: they may shape the plan."""
+        out = []
+        for s in self.stages:
+            if isinstance(s, Act):
+                break
+            out.append(s)
+        return out
+
+    def gates(self) -> list[tuple[int, Decide]]:
+        """Model stages after the first act, each with the plan index it must precede."""
+        out: list[tuple[int, Decide]] = []
+        acts = 0
+        for s in self.stages:
+            if isinstance(s, Act):
+                acts += 1
+            elif acts:
+                out.append((acts, s))
+        return out
+
+    def plan(self, state: Mapping[str, Any], session_id: str) -> Plan:
+        """The acting stages as one plan, arguments built from ``state``."""
+        calls = []
+        for act in self.acts:
+            try:
+                args = dict(act.args(state))
+            except Exception as exc:
+                raise StageError(
+                    f"the arguments of stage {act.stage} could not be built: {describe(exc)}"
+                ) from exc
+            calls.append(StepCall(name=act.step, args=args))
+        provenance = Provenance(
+            actor_type=ActorType.AGENT, actor_id=f"adk:{self.name}", source_document_id=session_id
+        )
+        return Plan(
+            catalogue=self.catalogue,
+            steps=list(calls),
+            rationale=self.rationale,
+            provenance=provenance,
+        )
+
+    # -- events -------------------------------------------------------------------------
+
+    def event(self, ctx: InvocationContext, delta: Mapping[str, Any], text: str = "") -> Event:
+        content = types.Content(role="model", parts=[types.Part(text=text)]) if text else None
+        return Event(
+            invocation_id=ctx.invocation_id,
+            author=self.name,
+            branch=ctx.branch,
+            content=content,
+            actions=EventActions(state_delta=dict(delta)),
+        )
+
+    async def decide(self, ctx: InvocationContext, stage: Decide) -> AsyncGenerator[Event, None]:
+        """Run a model stage, forward its events, then record its verdict."""
+        failed: str | None = None
+        try:
+            async for event in stage.agent.run_async(ctx):
+                yield event
+        except Exception as exc:  # a model stage that fails cannot approve anything
+            failed = f"model stage {stage.stage} failed: {describe(exc)}"
+        reason = failed or S.abort_reason(stage, ctx.session.state)
+        delta: dict[str, Any] = {S.DECIDED_PREFIX + stage.stage: reason or "proceed"}
+        if reason:
+            delta[S.SAGA_ABORT] = reason
+        yield self.event(ctx, delta)
+
+    # -- the run ------------------------------------------------------------------------
+
+    async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
+        state = ctx.session.state
+        saga_id = state.get(S.SAGA_ID)
+        if not isinstance(saga_id, str) or state.get(S.SAGA_STATUS) in S.FINAL_STATUSES:
+            saga_id = saga_id_for(ctx.session.id, ctx.invocation_id)
+            stale = [k for k in state if k.startswith((S.COMP_PREFIX, S.DECIDED_PREFIX))]
+            fresh: dict[str, Any] = dict.fromkeys(stale)
+            fresh |= {
+                S.SAGA_ID: saga_id,
+                S.SAGA_STATUS: "planning",
+                S.SAGA_REASON: None,
+                S.SAGA_ABORT: None,
+                S.APPROVAL: None,
+            }
+            yield self.event(ctx, fresh)
+        if await self.orchestrator.store.load(saga_id) is None:
+            async for event in self._submit(ctx, saga_id):
+                yield event
+            if ctx.session.state.get(S.SAGA_STATUS) == "rejected":
+                return
+        driver = Driver(self, ctx, saga_id)
+        async for event in driver.run():
+            yield event
+
+    async def _submit(self, ctx: InvocationContext, saga_id: str) -> AsyncGenerator[Event, None]:
+        """Run the model stages before the first act, then submit the whole plan."""
+        verdict: tuple[str, str] | None = None  # (stage, reason) of a rollback
+        for stage in self.leading():
+            decided = S.DECIDED_PREFIX + stage.stage
+            if ctx.session.state.get(decided) is None:  # None: cleared for a new saga
+                async for event in self.decide(ctx, stage):
+                    yield event
+            reason = ctx.session.state.get(decided)
+            if reason and reason != "proceed":
+                verdict = (stage.stage, str(reason))
+                break
+        try:
+            plan = self.plan(ctx.session.state, ctx.session.id)
+            await self.orchestrator.submit(plan, saga_id=saga_id)
+        except (PlanRejected, StageError) as exc:
+            yield self.event(
+                ctx, {S.SAGA_STATUS: "rejected", S.SAGA_REASON: str(exc)}, f"not started: {exc}"
+            )
+            return
+        if verdict is not None:  # recorded in the ledger: the saga compensates at once
+            await self.orchestrator.abort(saga_id, f"adk:{verdict[0]}", verdict[1])
+        yield self.event(ctx, {S.SAGA_STATUS: SagaStatus.SUBMITTED.value})
+
+
+__all__ = ["SagaAgent", "Stage", "saga_id_for"]

@@ -1,0 +1,174 @@
+"""Drives a saga agent's saga in passes under one lease, pausing for its model stages.
+
+Each pass runs until a forward step reached its outcome (so the session sees every outcome
+as it happens), until the next model stage must decide, or until the saga ends or waits for
+a person. The lease is held for the whole invocation, model stages included, so that no
+worker runs the saga past a verdict that is still being given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING
+
+from google.adk.agents.invocation_context import InvocationContext
+from google.adk.events import Event
+
+from pivotal.adk import stages as S
+from pivotal.adk.stages import Decide
+from pivotal.engine import RunOptions, describe
+from pivotal.errors import InvalidInput, LeaseLost
+from pivotal.hooks import Point
+from pivotal.lease import Lease
+from pivotal.state import SagaState, SagaStatus, StepStatus
+
+if TYPE_CHECKING:
+    from pivotal.adk.agent import SagaAgent
+
+_FORWARD = (SagaStatus.SUBMITTED, SagaStatus.RUNNING)
+
+
+class _Stop:
+    """The hook and the stop test of one pass: stop after any forward step's effect, and
+    never begin a step at or past ``boundary`` (a model stage decides first)."""
+
+    def __init__(self, agent: SagaAgent, boundary: int | None) -> None:
+        self.outer = agent.orchestrator.hook
+        self.boundary = boundary
+        self.reached = False
+
+    def hook(self, point: Point, index: int) -> None:
+        if self.outer is not None:
+            self.outer(point, index)
+        if point is Point.AFTER_EFFECT:
+            self.reached = True
+
+    def pause_before(self, index: int) -> bool:
+        return self.boundary is not None and index >= self.boundary
+
+    def should_stop(self) -> bool:
+        return self.reached
+
+
+class Driver:
+    """One invocation's drive of one saga."""
+
+    def __init__(self, agent: SagaAgent, ctx: InvocationContext, saga_id: str) -> None:
+        self.agent = agent
+        self.orch = agent.orchestrator
+        self.ctx = ctx
+        self.saga_id = saga_id
+        self.stage_of = {n: act.stage for n, act in enumerate(agent.acts)}
+
+    def _view(self, state: SagaState, text: str = "") -> Event | None:
+        delta = S.view_delta(state, self.stage_of, self.ctx.session.state)
+        if state.status is SagaStatus.AWAITING_APPROVAL and state.approval is not None:
+            a = state.approval
+            approval = {
+                "step": state.steps[a.step].name,
+                "reason": a.reason,
+                "expires_at": a.expires_at,
+                "required": a.required,
+            }
+            if self.ctx.session.state.get(S.APPROVAL) != approval:
+                delta[S.APPROVAL] = approval
+        if not delta and not text:
+            return None
+        return self.agent.event(self.ctx, delta, text)
+
+    def _pending_gate(self, state: SagaState) -> tuple[int, Decide] | None:
+        """The next model stage that has not decided, with the step it must precede."""
+        if state.status not in _FORWARD:
+            return None
+        for boundary, stage in self.agent.gates():
+            if self.ctx.session.state.get(S.DECIDED_PREFIX + stage.stage) is None:
+                return boundary, stage
+        return None
+
+    def _skipped(self, state: SagaState) -> list[Event]:
+        """Model stages the saga went past without their verdict (a worker recovered it
+        while the agent was down): the ledger is the truth, and the session says so."""
+        out = []
+        for boundary, stage in self.agent.gates():
+            key = S.DECIDED_PREFIX + stage.stage
+            if self.ctx.session.state.get(key) is None and _begun(state, boundary):
+                note = f"skipped: the saga passed step {boundary} before {stage.stage} decided"
+                out.append(self.agent.event(self.ctx, {key: note}, note))
+        return out
+
+    async def run(self) -> AsyncGenerator[Event, None]:
+        try:
+            async with self.orch.lease(self.saga_id) as lease:
+                async for event in self._loop(lease):
+                    yield event
+        except LeaseLost as exc:
+            state = (await self.orch.get(self.saga_id)).state
+            reason = f"{exc}: it goes on there; run the agent again to see its outcome"
+            yield self.agent.event(
+                self.ctx, {S.SAGA_STATUS: state.status.value, S.SAGA_REASON: reason}, reason
+            )
+
+    async def _loop(self, lease: Lease) -> AsyncGenerator[Event, None]:
+        while True:
+            state = (await self.orch.get(self.saga_id)).state
+            if state.status.terminal or state.status is SagaStatus.AWAITING_APPROVAL:
+                for note in self._skipped(state):
+                    yield note
+                text = final_text(self.saga_id, state.status.value, state.reason)
+                event = self._view(state, text)
+                if event is not None:
+                    yield event
+                return
+            event = self._view(state)
+            if event is not None:
+                yield event
+            skipped = self._skipped(state)
+            if skipped:
+                for note in skipped:
+                    yield note
+                continue
+            gate = self._pending_gate(state)
+            if gate is not None and _reached(state, gate[0]):
+                async for event in self._decide(gate[1]):
+                    yield event
+                continue
+            stop = _Stop(self.agent, gate[0] if gate else None)
+            options = RunOptions(
+                owner=self.orch.owner,
+                hook=stop.hook,
+                should_stop=stop.should_stop,
+                pause_before=stop.pause_before,
+            )
+            after = await self.orch.leases.guard(
+                lease, self.orch.drive(self.saga_id, lease.epoch, options)
+            )
+            if after.version == state.version and not after.status.terminal:
+                reason = f"saga {self.saga_id} made no progress in this pass; a worker goes on"
+                yield self.agent.event(self.ctx, {S.SAGA_REASON: reason}, reason)
+                return
+
+    async def _decide(self, stage: Decide) -> AsyncGenerator[Event, None]:
+        async for event in self.agent.decide(self.ctx, stage):
+            yield event
+        reason = self.ctx.session.state.get(S.DECIDED_PREFIX + stage.stage)
+        if reason and reason != "proceed":
+            try:
+                await self.orch.abort(self.saga_id, f"adk:{stage.stage}", str(reason))
+            except InvalidInput as exc:  # it moved past the point of no return meanwhile
+                note = f"the verdict of {stage.stage} came too late: {describe(exc)}"
+                yield self.agent.event(self.ctx, {S.SAGA_REASON: note}, note)
+
+
+def _begun(state: SagaState, boundary: int) -> bool:
+    """Whether a step at or after ``boundary`` has begun."""
+    return any(r.status is not StepStatus.PENDING for r in state.steps[boundary:])
+
+
+def _reached(state: SagaState, boundary: int) -> bool:
+    """Every step before ``boundary`` took effect."""
+    return all(r.status is StepStatus.SUCCEEDED for r in state.steps[:boundary])
+
+
+def final_text(saga_id: str, status: str, reason: str | None) -> str:
+    """The text of the event that ends an invocation."""
+    return f"saga {saga_id} {status}" + (f": {reason}" if reason else "")

@@ -1,0 +1,121 @@
+"""The stages of a saga agent, and the session-state keys it writes.
+
+An ``Act`` is a catalogue step run by Pivotal's engine; a ``Decide`` is a model stage (an ADK
+``LlmAgent``) that only decides. The session state is a view of the ledger, written through
+event state deltas: ``comp:<stage>`` records, ``saga_status`` and ``saga_reason``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from google.adk.agents import BaseAgent
+
+from pivotal.errors import PivotalError
+from pivotal.state import SagaState, StepRecord, StepStatus, UndoStatus
+
+SAGA_ID = "pivotal_saga_id"
+SAGA_STATUS = "saga_status"
+SAGA_REASON = "saga_reason"
+SAGA_ABORT = "saga_abort"
+APPROVAL = "saga_approval"
+COMP_PREFIX = "comp:"
+DECIDED_PREFIX = "decided:"
+
+FINAL_STATUSES = frozenset(
+    {"completed", "compensated", "compensation_failed", "needs_human", "resolved", "rejected"}
+)
+"""Session statuses after which a new invocation starts a new saga."""
+
+State = Mapping[str, Any]
+
+
+class StageError(PivotalError):
+    """A saga agent's stages are misconfigured, or a stage's user code failed."""
+
+    code = "adk_stage_invalid"
+
+
+@dataclass(frozen=True)
+class Act:
+    """An acting stage: the catalogue step ``step``, with arguments built from the session
+    state by ``args`` (a deterministic function, called once, when the plan is built)."""
+
+    step: str
+    args: Callable[[State], Mapping[str, Any]]
+    name: str | None = None  # the stage's name in ``comp:<name>`` (default: the step)
+
+    @property
+    def stage(self) -> str:
+        return self.name or self.step
+
+
+@dataclass(frozen=True)
+class Decide:
+    """A model stage: ``agent`` (an ``LlmAgent``) writes its verdict through its
+    ``output_key``; then ``abort_if`` (deterministic, given the session state) returns the
+    reason to roll back, or None. A stage may also set ``saga_abort`` itself (from a
+    callback, through its state delta): a truthy value is the reason to roll back."""
+
+    agent: BaseAgent
+    abort_if: Callable[[State], str | None] | None = None
+
+    @property
+    def stage(self) -> str:
+        return self.agent.name
+
+
+Stage = Act | Decide
+
+
+def abort_reason(stage: Decide, state: State) -> str | None:
+    """Why the verdict rolls the saga back, or None; a failing check rolls back too."""
+    flagged = state.get(SAGA_ABORT)
+    if flagged:
+        return str(flagged) if not isinstance(flagged, bool) else f"{stage.stage} set saga_abort"
+    if stage.abort_if is None:
+        return None
+    try:
+        reason = stage.abort_if(state)
+    except Exception as exc:
+        return f"the check after {stage.stage} failed ({type(exc).__name__}: {exc})"
+    return str(reason) if reason else None
+
+
+def comp_record(rec: StepRecord, saga_id: str) -> dict[str, Any]:
+    """What the session shows about a compensable step that may have taken effect."""
+    return {
+        "step": rec.name,
+        "index": rec.index,
+        "key": f"{saga_id}:{rec.index}",
+        "undo_key": f"{saga_id}:{rec.index}:undo",
+        "result": rec.result,
+        "undo": rec.undo_status.value,
+    }
+
+
+_MAY_HAVE_EFFECT = (StepStatus.SUCCEEDED, StepStatus.UNKNOWN)
+
+
+def view_delta(state: SagaState, stage_of: Mapping[int, str], session: State) -> dict[str, Any]:
+    """The state delta that brings the session's view up to the ledger's ``state``: a
+    ``comp:<stage>`` record per compensable step that took (or may have taken) effect, its
+    undo status once compensation ran, and the saga's status and reason."""
+    delta: dict[str, Any] = {}
+    for rec in state.steps:
+        if rec.kind != "compensable" or rec.index not in stage_of:
+            continue
+        if rec.status not in _MAY_HAVE_EFFECT and rec.undo_status is UndoStatus.NONE:
+            continue
+        key = COMP_PREFIX + stage_of[rec.index]
+        record = comp_record(rec, state.saga_id)
+        if session.get(key) != record:
+            delta[key] = record
+    status = state.status.value
+    if session.get(SAGA_STATUS) != status:
+        delta[SAGA_STATUS] = status
+    if session.get(SAGA_REASON) != state.reason:
+        delta[SAGA_REASON] = state.reason
+    return delta
