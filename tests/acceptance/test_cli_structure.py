@@ -48,6 +48,7 @@ EVERY_COMMAND = {
     "outbox replay": "outbox",
     "outbox new-secret": "outbox",
     "report": "report",
+    "mcp": "mcp",
 }
 
 

@@ -20,6 +20,7 @@ module                  commands
 ``serve``               ``serve`` (the HTTP API; FastAPI is imported only when it runs)
 ``outbox``              ``outbox list/relay/replay`` (messages committed with the sagas)
 ``report``              ``report`` (what the agents' sagas did over a period)
+``mcp``                 ``mcp`` (Pivotal as tools for agents; the SDK is imported only when it runs)
 ``_shared``             consoles, settings, sessions, errors, shared options (private)
 ``_progress``           what a running worker says (private)
 ======================  ==============================================================
@@ -33,6 +34,7 @@ from pivotal.cli import (
     approvals,
     dead_letters,
     demo,
+    mcp,
     ops,
     outbox,
     planning,
@@ -70,6 +72,7 @@ def build() -> typer.Typer:
     serve.register(app)
     outbox.register(app)
     report.register(app)
+    mcp.register(app)
     return app
 
 

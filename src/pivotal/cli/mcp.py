@@ -1,0 +1,81 @@
+"""``pivotal mcp``: Pivotal as tools for agents, over stdio or streamable HTTP.
+
+Over stdio, stdout carries the protocol alone: every line Pivotal or the SDK logs goes to
+stderr. Over HTTP every request needs a bearer token of role ``agent`` from
+``pivotal tokens create``. The MCP SDK is imported only when the command runs."""
+
+from __future__ import annotations
+
+import logging
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from pivotal.cli._shared import run, settings_of, writing
+from pivotal.cli.root import pivotal_version
+from pivotal.observability.logs import LogFormat, configure_logging
+
+log = logging.getLogger("pivotal.mcp")
+
+
+class Transport(StrEnum):
+    STDIO = "stdio"
+    HTTP = "http"
+
+
+def register(cli: typer.Typer) -> None:
+    """Add this module's commands to ``cli``."""
+    cli.command("mcp")(mcp)
+
+
+def mcp(
+    ctx: typer.Context,
+    transport: Annotated[
+        Transport, typer.Option(help="stdio (started by the agent's host) or http.")
+    ] = Transport.STDIO,
+    host: Annotated[str, typer.Option(help="Address to listen on (http).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65_535, help="Port to listen on (http).")] = 8765,
+    log_format: Annotated[
+        LogFormat, typer.Option(help="text, or json: one JSON object per line (on stderr).")
+    ] = LogFormat.TEXT,
+) -> None:
+    """Serve Pivotal's planner tools to MCP clients: list_catalogues, describe_catalogue,
+    validate_plan, submit_plan, get_saga. Plans are recorded; workers run them.
+
+    Over http the endpoint is http://HOST:PORT/mcp and needs a token from
+    `pivotal tokens create --role agent`.
+    """
+    if not host.strip() or not host.isprintable() or len(host) > 255:
+        raise typer.BadParameter("--host needs an address", param_hint="--host")
+    settings = settings_of(ctx)
+
+    async def work() -> None:
+        from pivotal.mcp import PATH, build_server, http_app
+
+        async with writing(settings, "mcp") as orch:
+            if transport is Transport.STDIO:
+                log.info(
+                    "serving the planner tools over stdio, ledger %s",
+                    settings.ledger,
+                    extra={"fields": {"event": "mcp_starting", "transport": "stdio"}},
+                )
+                await build_server(orch, version=pivotal_version()).run_stdio_async()
+                return
+            import uvicorn
+
+            from pivotal.cli.serve import uvicorn_config
+
+            _, app = http_app(orch, host=host, port=port, version=pivotal_version())
+            log.info(
+                "serving the planner tools at http://%s:%s%s, ledger %s",
+                host,
+                port,
+                PATH,
+                settings.ledger,
+                extra={"fields": {"event": "mcp_starting", "transport": "http"}},
+            )
+            await uvicorn.Server(uvicorn_config(app, host, port)).serve()
+
+    with configure_logging(log_format):
+        run(work())

@@ -1,0 +1,82 @@
+"""The MCP server: the planner's tools over an orchestrator, for stdio or streamable HTTP.
+
+``build_server(orch)`` serves any MCP client in the same process or over stdio, naming the
+caller by its client name. ``build_server(orch, url=...)`` requires a bearer token of role
+``agent`` of the orchestrator's ledger on every request (for ``http_app``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
+from starlette.applications import Starlette
+
+from pivotal.mcp.auth import LedgerTokens, auth_settings
+from pivotal.mcp.tools import PlannerTools
+from pivotal.orchestrator import Orchestrator
+
+NAME = "pivotal"
+PATH = "/mcp"
+INSTRUCTIONS = """\
+Pivotal carries out multi-step business transactions (sagas) from plans you propose. You \
+choose catalogue steps, their arguments and their order; you never carry anything out \
+yourself. Call list_catalogues, then describe_catalogue for the plan schema, write a plan, \
+check it with validate_plan until it is valid, record it with submit_plan, and follow it \
+with get_saga. Pivotal checks every plan again, stops for a person before the point of no \
+return, and takes failed work back on its own: no tool does that, and none is needed.
+"""
+
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+RECORD = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+TOOL_NAMES = (
+    "list_catalogues",
+    "describe_catalogue",
+    "validate_plan",
+    "submit_plan",
+    "get_saga",
+)
+
+
+def build_server(
+    orchestrator: Orchestrator, *, url: str | None = None, version: str = ""
+) -> MCPServer[Any]:
+    """The MCP server offering the planner's tools over ``orchestrator``. With ``url``
+    (where it is served over HTTP) callers must present a bearer token of role ``agent``
+    of the orchestrator's ledger."""
+    secured: dict[str, Any] = {}
+    if url is not None:
+        secured = {
+            "token_verifier": LedgerTokens(orchestrator.store),
+            "auth": auth_settings(url),
+        }
+    server: MCPServer[Any] = MCPServer(
+        NAME,
+        title="Pivotal",
+        description="Propose plans to Pivotal and follow the sagas they become.",
+        instructions=INSTRUCTIONS,
+        version=version,
+        **secured,
+    )
+    tools = PlannerTools(orchestrator, authenticated=url is not None)
+    for name, title, hints in (
+        ("list_catalogues", "List catalogues", READ),
+        ("describe_catalogue", "Describe a catalogue", READ),
+        ("validate_plan", "Validate a plan", READ),
+        ("submit_plan", "Submit a plan", RECORD),
+        ("get_saga", "Read a saga", READ),
+    ):
+        server.add_tool(getattr(tools, name), name=name, title=title, annotations=hints)
+    return server
+
+
+def http_app(
+    orchestrator: Orchestrator, *, host: str = "127.0.0.1", port: int = 8000, version: str = ""
+) -> tuple[MCPServer[Any], Starlette]:
+    """The server and its streamable HTTP app (at ``/mcp``), bearer tokens required.
+    Run the app's lifespan (uvicorn does) or ``server.session_manager.run()`` around it."""
+    shown = f"[{host}]" if ":" in host else host
+    server = build_server(orchestrator, url=f"http://{shown}:{port}", version=version)
+    return server, server.streamable_http_app(streamable_http_path=PATH, host=host)

@@ -1,0 +1,248 @@
+"""The planner's tools: describe the catalogues, validate a plan, record it as a saga, read
+where a saga stands. Nothing here runs a saga or decides anything a person decides: a
+worker runs what is recorded, and people (through the CLI or the HTTP API) make the
+decisions before the point of no return.
+
+Every answer is a ``CallToolResult``: structured content following the tool's output
+schema, or ``isError`` with a stable code and text saying what to change and which tool to
+call next."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult
+from pydantic import Field, ValidationError
+
+from pivotal.errors import InvalidInput, PivotalError, PlanParseError, PlanRejected, SagaConflict
+from pivotal.mcp import views
+from pivotal.mcp.auth import Caller, caller
+from pivotal.orchestrator import Orchestrator
+from pivotal.plan import ActorType, ParallelGroup, Plan, StepCall, parse_plan
+from pivotal.planning.render import render_catalogue
+from pivotal.validation import validate
+
+PlanArg = Annotated[
+    dict[str, Any] | str,
+    Field(
+        description='The plan as a JSON object (or JSON text): {"catalogue": ..., "steps": '
+        '[{"name": ..., "args": {...}}], "rationale": ...}, following the schema '
+        "describe_catalogue gives."
+    ),
+]
+CatalogueArg = Annotated[str, Field(description="A catalogue name from list_catalogues.")]
+SagaIdArg = Annotated[str, Field(description="The saga id submit_plan returned.")]
+NewSagaIdArg = Annotated[
+    str | None,
+    Field(
+        description="Your own id for the saga (1-128 of letters, digits, '_', '.', '-'): "
+        "sending the same plan with the same id again returns the recorded saga instead of "
+        "a second one. Omit it to get a new id."
+    ),
+]
+
+
+class PlannerTools:
+    """The tools over one orchestrator (its ledger and its app). ``authenticated``: callers
+    are named by their bearer token (HTTP), else by their MCP client name (stdio)."""
+
+    def __init__(self, orchestrator: Orchestrator, *, authenticated: bool) -> None:
+        self.orchestrator = orchestrator
+        self.authenticated = authenticated
+
+    # -- catalogues ------------------------------------------------------------------------
+
+    async def list_catalogues(self) -> Annotated[CallToolResult, views.Catalogues]:
+        """The catalogues plans may name, each with its description and step names."""
+        entries = [
+            views.CatalogueEntry(
+                catalogue=c.name, description=c.description, steps=[s.name for s in c]
+            )
+            for c in self.orchestrator.app
+        ]
+        return views.ok(
+            views.Catalogues(
+                catalogues=entries,
+                next="Call describe_catalogue with one of these names before writing a plan.",
+            )
+        )
+
+    async def describe_catalogue(
+        self, catalogue: CatalogueArg
+    ) -> Annotated[CallToolResult, views.CatalogueDescription]:
+        """A catalogue as a planner sees it: the JSON Schema of a valid plan and the text
+        describing its steps, their kinds, the ordering rule and the plan rules."""
+        found = self.orchestrator.app.catalogues.get(catalogue)
+        if found is None:
+            return views.failed(
+                "unknown_catalogue",
+                f"no catalogue named {catalogue[:200]!r}; valid values: {self._known()}. "
+                "Call list_catalogues to see them.",
+            )
+        view = render_catalogue(found)
+        return views.ok(
+            views.CatalogueDescription(
+                catalogue=view.catalogue,
+                plan_schema=view.schema,
+                text=view.text,
+                steps=list(view.steps),
+                next="Write a plan following plan_schema, then call validate_plan.",
+            )
+        )
+
+    # -- plans -----------------------------------------------------------------------------
+
+    async def validate_plan(self, plan: PlanArg) -> Annotated[CallToolResult, views.Validation]:
+        """Check a plan without recording anything: every error with its code, the index
+        of the call, the path in the plan JSON and a message. Fix them all and call it
+        again; a valid plan goes to submit_plan."""
+        parsed = self._parse(plan)
+        errors = self._errors(parsed) if isinstance(parsed, Plan) else parsed
+        return views.ok(
+            views.Validation(
+                valid=not errors,
+                errors=errors,
+                next="Call submit_plan with this plan."
+                if not errors
+                else "Correct every error listed and call validate_plan again.",
+            )
+        )
+
+    async def submit_plan(
+        self, plan: PlanArg, ctx: Context[Any, Any], saga_id: NewSagaIdArg = None
+    ) -> Annotated[CallToolResult, views.Submitted]:
+        """Validate a plan and record it as a saga for Pivotal's workers to carry out; you
+        are recorded as who proposed it. Nothing takes effect when the plan is invalid:
+        the errors come back instead. A step past the point of no return may wait for a
+        person's decision. Idempotent with saga_id. Follow the saga with get_saga."""
+        who = caller(ctx, authenticated=self.authenticated)
+        parsed = self._parse(plan)
+        if not isinstance(parsed, Plan):
+            return _rejected(parsed)
+        stamped = _as_agent(parsed, who)
+        store = self.orchestrator.store
+        existing = await store.load(saga_id) if saga_id is not None else None
+        if existing is not None and existing.plan.provenance.actor_id != who.name:
+            return _taken(saga_id or "")
+        try:
+            state = await self.orchestrator.submit(stamped, saga_id=saga_id)
+        except PlanRejected as exc:
+            return _rejected(views.error_views(exc.errors))
+        except SagaConflict:
+            return _taken(saga_id or "")
+        except InvalidInput as exc:
+            return views.failed(
+                exc.code, f"saga_id: {exc.message}; or omit saga_id to get a new id"
+            )
+        except PivotalError as exc:
+            return views.failed(exc.code, f"{exc.message}; nothing was recorded, try again")
+        pivot = [r.name for r in state.steps if r.kind == "pivot"]
+        later = (
+            f" Its point of no return, {pivot[0]}, may wait for a person's decision."
+            if pivot
+            else ""
+        )
+        return views.ok(
+            views.Submitted(
+                saga_id=state.saga_id,
+                status=state.status,
+                created=existing is None,
+                submitted_by=who.name,
+                next=f"Recorded; a Pivotal worker carries it out.{later} "
+                f"Call get_saga with saga_id {state.saga_id!r} to follow it.",
+            )
+        )
+
+    # -- sagas -----------------------------------------------------------------------------
+
+    async def get_saga(
+        self, saga_id: SagaIdArg, ctx: Context[Any, Any]
+    ) -> Annotated[CallToolResult, views.SagaView]:
+        """Where a saga stands: its status and reason, each step's status, and whether it
+        waits for a person's decision."""
+        who = caller(ctx, authenticated=self.authenticated)
+        stored = await self.orchestrator.store.load(saga_id)
+        if stored is None or (who.authenticated and stored.plan.provenance.actor_id != who.name):
+            return views.failed(
+                "saga_not_found",
+                f"no saga {saga_id[:200]!r} submitted by {who.name}: use the saga_id "
+                "submit_plan returned",
+            )
+        return views.ok(views.saga_view(stored))
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _known(self) -> str:
+        return ", ".join(sorted(self.orchestrator.app.catalogues)) or "none"
+
+    def _parse(self, plan: dict[str, Any] | str) -> Plan | list[views.ErrorView]:
+        try:
+            return parse_plan(plan)
+        except PlanParseError as exc:
+            return malformed(exc)
+
+    def _errors(self, plan: Plan) -> list[views.ErrorView]:
+        app = self.orchestrator.app
+        try:
+            found = validate(plan, app.catalogue(plan.catalogue), facts=app.facts)
+        except PlanRejected as exc:  # an unknown catalogue
+            found = list(exc.errors)
+        return views.error_views(found)
+
+
+def malformed(exc: PlanParseError) -> list[views.ErrorView]:
+    """A plan that is not plan-shaped JSON, as errors with paths (one per problem). A step
+    is either a call or a parallel group: only the errors of the shape it was meant to have
+    (a group when it has ``parallel``) are kept."""
+    cause = exc.__cause__
+    if not isinstance(cause, ValidationError):
+        return [views.ErrorView(code=exc.code, message=exc.message)]
+    problems = cause.errors(include_url=False)
+    groups = {  # the steps that have a "parallel" key
+        tuple(e["loc"][:2])
+        for e in problems
+        if e["loc"][2:3] == (_CALL,) and e["loc"][3:] == ("parallel",)
+    }
+    out: list[views.ErrorView] = []
+    for err in problems:
+        loc = list(err["loc"])
+        if loc[2:3] in ([_CALL], [_GROUP]):
+            if (loc[2] == _GROUP) != (tuple(loc[:2]) in groups):
+                continue
+            del loc[2]
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+        view = views.ErrorView(code=exc.code, message=err["msg"], path=path.lstrip(".") or None)
+        if view not in out:
+            out.append(view)
+    return out
+
+
+_CALL, _GROUP = StepCall.__name__, ParallelGroup.__name__
+
+
+def _as_agent(plan: Plan, who: Caller) -> Plan:
+    """The plan with its proposer set to the caller, whatever the plan said."""
+    provenance = plan.provenance.model_copy(
+        update={"actor_type": ActorType.AGENT, "actor_id": who.name}
+    )
+    return plan.model_copy(update={"provenance": provenance})
+
+
+def _rejected(listed: list[views.ErrorView]) -> CallToolResult:
+    return views.failed(
+        "plan_rejected",
+        f"the plan has {len(listed)} error(s) and nothing was recorded: correct each one "
+        "(check the step names and arguments with describe_catalogue) and call "
+        "validate_plan, then submit_plan again",
+        errors=listed,
+    )
+
+
+def _taken(saga_id: str) -> CallToolResult:
+    return views.failed(
+        "saga_conflict",
+        f"saga_id {saga_id[:200]!r} is already used by another plan: send exactly the same "
+        "plan to get that saga back, or omit saga_id (or choose a new one) to record this "
+        "plan as a new saga",
+    )
