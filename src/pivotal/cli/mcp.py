@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from pivotal.cli._shared import run, settings_of, writing
+from pivotal.cli._shared import JsonFlag, dump, run, settings_of, writing
 from pivotal.cli.root import pivotal_version
 from pivotal.observability.logs import LogFormat, configure_logging
 
@@ -39,15 +39,21 @@ def mcp(
     log_format: Annotated[
         LogFormat, typer.Option(help="text, or json: one JSON object per line (on stderr).")
     ] = LogFormat.TEXT,
+    as_json: JsonFlag = False,
 ) -> None:
     """Serve Pivotal's planner tools to MCP clients: list_catalogues, describe_catalogue,
     validate_plan, submit_plan, get_saga. Plans are recorded; workers run them.
 
     Over http the endpoint is http://HOST:PORT/mcp and needs a token from
-    `pivotal tokens create --role agent`.
+    `pivotal tokens create --role agent`; --json prints where, as one JSON line, first.
     """
     if not host.strip() or not host.isprintable() or len(host) > 255:
         raise typer.BadParameter("--host needs an address", param_hint="--host")
+    if as_json and transport is Transport.STDIO:
+        raise typer.BadParameter(
+            "over stdio, stdout carries the protocol alone: --json is for --transport http",
+            param_hint="--json",
+        )
     settings = settings_of(ctx)
 
     async def work() -> None:
@@ -67,6 +73,9 @@ def mcp(
             from pivotal.cli.serve import uvicorn_config
 
             _, app = http_app(orch, host=host, port=port, version=pivotal_version())
+            if as_json:
+                url = f"http://{host}:{port}{PATH}"
+                dump({"ledger": str(settings.ledger), "url": url, "transport": "http"})
             log.info(
                 "serving the planner tools at http://%s:%s%s, ledger %s",
                 host,

@@ -172,7 +172,10 @@ def worker(
         str | None, typer.Option(help="The relay webhook's secret is in this variable.")
     ] = None,
     relay_allow_insecure: Annotated[
-        bool, typer.Option(help="Allow an http:// or private relay webhook address.")
+        bool,
+        typer.Option(
+            "--relay-allow-insecure", help="Allow an http:// or private relay webhook address."
+        ),
     ] = False,
     relay_callable: Annotated[
         list[str] | None,

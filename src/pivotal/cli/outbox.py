@@ -135,11 +135,15 @@ def outbox_replay(
 
 
 @outbox.command("new-secret")
-def outbox_new_secret() -> None:
+def outbox_new_secret(as_json: JsonFlag = False) -> None:
     """Print a new webhook secret (whsec_...) to give the receiver and the relay."""
     from pivotal.webhooks import new_secret
 
-    out.print(new_secret())
+    secret = new_secret()
+    if as_json:
+        dump({"secret": secret})
+    else:
+        out.print(secret)
 
 
 def _callable_sink(spec: str) -> Sink:
@@ -222,7 +226,10 @@ def outbox_relay(
     ] = None,
     allow_insecure: Annotated[
         bool,
-        typer.Option(help="Allow http:// and private addresses (a receiver you run yourself)."),
+        typer.Option(
+            "--allow-insecure",
+            help="Allow http:// and private addresses (a receiver you run yourself).",
+        ),
     ] = False,
     callables: Annotated[
         list[str] | None,
@@ -231,7 +238,10 @@ def outbox_relay(
         ),
     ] = None,
     until_idle: Annotated[
-        bool, typer.Option(help="Stop once nothing is due, instead of at SIGTERM/SIGINT.")
+        bool,
+        typer.Option(
+            "--until-idle", help="Stop once nothing is due, instead of at SIGTERM/SIGINT."
+        ),
     ] = False,
     poll: Annotated[
         float,

@@ -135,6 +135,13 @@ def uvicorn_config(
     line per request instead, without the query string)."""
     import uvicorn
 
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        # a uvicorn set up earlier in this process (its default dictConfig) may have left
+        # handlers of its own that stop propagation: its lines go to ours
+        own = logging.getLogger(name)
+        own.handlers.clear()
+        own.propagate = True
+        own.disabled = False
     served: ASGIApp = RequestLog(api)
     if tracing is not None:
         from pivotal.observability.tracing import TraceRequests
