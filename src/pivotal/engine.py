@@ -8,7 +8,7 @@ import math
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
@@ -106,6 +106,25 @@ class RunOptions:
     # checked before each attempt's intent: True suspends the pass before step ``index``
     # begins (an agent's model stage decides first); the state so far is committed
     pause_before: Callable[[int], bool] = _no_pause
+    # set by the holder of the pass's lease: the commit that ends the pass (the saga ended,
+    # or waits for a person) also frees the lease, when the store can, and then this is
+    # called (the holder stops renewing it and need not release it again)
+    on_release: Callable[[], None] | None = None
+
+
+def _ends_pass(state: SagaState) -> bool:
+    """Whether a pass stops once ``state`` is committed: the saga ended, or it waits for a
+    person."""
+    return state.status.terminal or state.status is SagaStatus.AWAITING_APPROVAL
+
+
+class _CommitAndRelease(Protocol):
+    """A store class's ``commit_and_release``, called unbound: (store, before, after,
+    events, epoch)."""
+
+    def __call__(
+        self, store: Store, before: SagaState, after: SagaState, events: list[Event], epoch: int
+    ) -> Awaitable[None]: ...
 
 
 class Suspended(Exception):
@@ -177,7 +196,7 @@ class SagaRun:
             after = self.state
             staged = []
             for e in events:
-                e = replace(e, seq=after.version + 1)
+                e = Event(e.type, e.at, e.step, e.attempt, e.data, seq=after.version + 1)
                 after = apply(after, e)
                 staged.append(e)
             if defer:
@@ -194,14 +213,29 @@ class SagaRun:
 
     async def _commit(self, after: SagaState, events: list[Event]) -> None:
         before = self._committed
+        releasing = self._releasing(after)
         try:
-            await self.store.commit(before, after, events, self.epoch)
+            if releasing is not None and self.epoch is not None:
+                await releasing(self.store, before, after, events, self.epoch)
+            else:
+                await self.store.commit(before, after, events, self.epoch)
         except BaseException as exc:
             self._broken = exc
             raise
         self.state = self._committed = after
         self._pending = []
+        if releasing is not None and self.options.on_release is not None:
+            self.options.on_release()
         self.telemetry.committed(before, after, events)
+
+    def _releasing(self, after: SagaState) -> _CommitAndRelease | None:
+        """How to commit ``after`` and free the lease at once, when this commit ends the
+        pass, the lease's holder asked for it and the store's class can (a wrapper that
+        delegates by ``__getattr__`` is never bypassed: its own ``commit`` runs)."""
+        if self.options.on_release is None or self.epoch is None or not _ends_pass(after):
+            return None
+        found: _CommitAndRelease | None = getattr(type(self.store), "commit_and_release", None)
+        return found
 
     async def _reload(self) -> None:
         """Start over from the ledger (after a decision was written meanwhile)."""

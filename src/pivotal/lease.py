@@ -33,6 +33,7 @@ class Lease:
     epoch: int
     ttl: float
     lost: asyncio.Event = field(default_factory=asyncio.Event)
+    released: bool = False  # freed by the commit that ended its pass
     _work: asyncio.Future[Any] | None = None
 
     def lose(self) -> None:
@@ -80,11 +81,22 @@ class LeaseKeeper:
         if self._held.get(lease.saga_id) is lease:
             del self._held[lease.saga_id]
 
-    async def release(self, lease: Lease, error: str | None = None) -> None:
-        """Give the lease up; ``error`` says why the pass ended badly (None: it ended well)."""
+    def freed(self, lease: Lease) -> None:
+        """The store freed the lease with the commit that ended its pass: stop renewing it
+        at once (before any heartbeat can take it for lost), and do not release it again."""
+        lease.released = True
         self.forget(lease)
-        if not lease.lost.is_set():
-            await self.store.release(lease.saga_id, lease.epoch, error)
+
+    async def release(self, lease: Lease, error: str | None = None) -> None:
+        """Give the lease up; ``error`` says why the pass ended badly (None: it ended well).
+
+        A lease already freed by its pass's last commit needs no release, unless the pass
+        failed after it: the error is still recorded (fenced by the same epoch).
+        """
+        self.forget(lease)
+        if lease.lost.is_set() or (lease.released and error is None):
+            return
+        await self.store.release(lease.saga_id, lease.epoch, error)
 
     @asynccontextmanager
     async def hold(self, saga_id: str, ttl: float) -> AsyncIterator[Lease]:
@@ -95,6 +107,13 @@ class LeaseKeeper:
             if await self.store.lease_of(saga_id) is None:
                 raise SagaNotFound(f"no saga {saga_id!r}")
             raise LeaseLost(f"saga {saga_id} is leased by another process")
+        async with self.holding(lease):
+            yield lease
+
+    @asynccontextmanager
+    async def holding(self, lease: Lease) -> AsyncIterator[Lease]:
+        """``hold`` for a lease this process already has (adopted after a claim, or taken
+        with the saga's creation)."""
         try:
             yield lease
         except LeaseLost:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import uuid
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 
 from pivotal.app import App
 from pivotal.catalogue import Catalogue, StepKind
@@ -47,6 +49,13 @@ _RUNNABLE = (SagaStatus.SUBMITTED, SagaStatus.RUNNING, SagaStatus.COMPENSATING)
 
 def _trace(traceparent: str | None) -> dict[str, str]:
     return {"traceparent": traceparent} if traceparent else {}
+
+
+def _check_id(saga_id: str | None) -> None:
+    if saga_id is not None and not _SAGA_ID.match(saga_id):
+        raise InvalidInput(
+            f"saga id {saga_id!r} must be 1-128 characters of letters, digits, '_', '.', '-'"
+        )
 
 
 def new_saga_id() -> str:
@@ -93,50 +102,56 @@ class Orchestrator:
         Idempotent on ``saga_id``: the same id and plan returns the existing saga; the same
         id with another plan raises ``SagaConflict``.
         """
-        if saga_id is not None and not _SAGA_ID.match(saga_id):
-            raise InvalidInput(
-                f"saga id {saga_id!r} must be 1-128 characters of letters, digits, '_', '.', '-'"
-            )
-        digest = plan.digest()
+        _check_id(saga_id)
         existing = await self.store.load(saga_id) if saga_id is not None else None
         if existing is None:
             # Validated once, when first submitted: a resubmission of the same plan returns
             # the saga even if its preconditions no longer hold (it may have run since).
-            catalogue = self.app.catalogue(plan.catalogue)
-            errors = validate(plan, catalogue, facts=self.app.facts)
-            if errors:
-                raise PlanRejected(errors)
-            saga_id = saga_id or new_saga_id()
-            event = Event(
-                type=EventType.SAGA_SUBMITTED,
-                at=self.clock.now(),
-                seq=1,
-                data={
-                    "saga_id": saga_id,
-                    "catalogue": plan.catalogue,
-                    "plan_digest": digest,
-                    "provenance_ref": plan.provenance.ref(),
-                    "rationale": plan.rationale,
-                    **_trace(self.telemetry.traceparent()),
-                    "steps": [
-                        {
-                            "name": f.call.name,
-                            "kind": catalogue[f.call.name].kind.value,
-                            "group": f.group,
-                        }
-                        for f in plan.calls()
-                    ],
-                },
-            )
-            state = apply(None, event)
+            state, event = self._submission(plan, saga_id)
             if await self.store.create(state, plan, plan.provenance, [event]):
                 self.telemetry.committed(None, state, [event])
                 return state
-            existing = await self.store.load(saga_id)
+            existing = await self.store.load(state.saga_id)
             assert existing is not None
-        if existing.state.plan_digest != digest:
-            raise SagaConflict(f"saga {saga_id} already exists with a different plan")
-        return existing.state
+        return self._same_plan(existing, plan).state
+
+    def _same_plan(self, existing: StoredSaga, plan: Plan) -> StoredSaga:
+        if existing.state.plan_digest != plan.digest():
+            raise SagaConflict(
+                f"saga {existing.state.saga_id} already exists with a different plan"
+            )
+        return existing
+
+    def _submission(self, plan: Plan, saga_id: str | None) -> tuple[SagaState, Event]:
+        """The state and event of a new saga for ``plan``; ``PlanRejected`` when the plan
+        does not validate."""
+        catalogue = self.app.catalogue(plan.catalogue)
+        errors = validate(plan, catalogue, facts=self.app.facts)
+        if errors:
+            raise PlanRejected(errors)
+        saga_id = saga_id or new_saga_id()
+        event = Event(
+            type=EventType.SAGA_SUBMITTED,
+            at=self.clock.now(),
+            seq=1,
+            data={
+                "saga_id": saga_id,
+                "catalogue": plan.catalogue,
+                "plan_digest": plan.digest(),
+                "provenance_ref": plan.provenance.ref(),
+                "rationale": plan.rationale,
+                **_trace(self.telemetry.traceparent()),
+                "steps": [
+                    {
+                        "name": f.call.name,
+                        "kind": catalogue[f.call.name].kind.value,
+                        "group": f.group,
+                    }
+                    for f in plan.calls()
+                ],
+            },
+        )
+        return apply(None, event), event
 
     # -- execution ----------------------------------------------------------------------
 
@@ -151,15 +166,24 @@ class Orchestrator:
         or (with ``options.max_inline_wait``) waits for a retry that is not yet due. The
         lease is renewed while the saga runs; if it is taken over, the pass stops at once."""
         async with self.lease(saga_id) as lease:
-            return await self.leases.guard(lease, self.drive(saga_id, lease.epoch, options))
+            work = self.drive(saga_id, lease.epoch, self._releasing(lease, options))
+            return await self.leases.guard(lease, work)
 
-    async def drive(self, saga_id: str, epoch: int, options: RunOptions | None = None) -> SagaState:
-        """One pass over a saga whose lease the caller holds at ``epoch``.
+    async def drive(
+        self,
+        saga_id: str,
+        epoch: int,
+        options: RunOptions | None = None,
+        *,
+        stored: StoredSaga | None = None,
+    ) -> SagaState:
+        """One pass over a saga whose lease the caller holds at ``epoch`` (``stored``: its
+        ledger state, when the caller has it already).
 
         A saga whose last ``poison_after`` passes all ended without progress (each crashed
         or failed before recording anything) is parked ``needs_human`` instead.
         """
-        stored = await self.get(saga_id)
+        stored = stored or await self.get(saga_id)
         run = self._pass(stored, epoch, options)
         status = stored.state.status
         if stored.idle_passes > self.poison_after and status in _RUNNABLE:
@@ -170,15 +194,55 @@ class Orchestrator:
             )
         return await run.drive()
 
+    def _releasing(self, lease: Lease, options: RunOptions | None) -> RunOptions:
+        """``options`` for the one pass run under ``lease``: the commit that ends it (the
+        saga ended, or waits for a person) frees the lease too, and the keeper forgets it.
+        Only for a lease held for a single pass (``run``, ``execute``); a worker releases
+        its own, and a caller that drives several passes under one lease keeps it."""
+        options = options or RunOptions(owner=self.owner, hook=self.hook)
+        return replace(options, on_release=functools.partial(self.leases.freed, lease))
+
     def lease(self, saga_id: str) -> AbstractAsyncContextManager[Lease]:
         """Hold the saga's lease (renewed by this process's heartbeat); released on return or
         error, kept on a crash. ``LeaseLost`` when another process holds it."""
         return self.leases.hold(saga_id, self.lease_ttl)
 
-    async def execute(self, plan: Plan, *, saga_id: str | None = None) -> SagaState:
-        """Submit and run in this process."""
-        state = await self.submit(plan, saga_id=saga_id)
-        return await self.run(state.saga_id)
+    async def execute(
+        self, plan: Plan, *, saga_id: str | None = None, options: RunOptions | None = None
+    ) -> SagaState:
+        """Submit and run in this process.
+
+        With a store that can (``create_leased``), the saga is created already leased to
+        this process, and its pass starts from the state just written: no claim, no read.
+        """
+        create = getattr(type(self.store), "create_leased", None)
+        if create is None:
+            state = await self.submit(plan, saga_id=saga_id)
+            return await self.run(state.saga_id, options=options)
+        _check_id(saga_id)
+        try:
+            state, event = self._submission(plan, saga_id)
+        except PlanRejected:
+            # a resubmission is not validated again (see ``submit``): it runs what exists
+            if saga_id is None or await self.store.load(saga_id) is None:
+                raise
+            return await self._resubmitted(plan, saga_id, options)
+        lease_terms = (self.owner, self.lease_ttl, self.clock.now())
+        epoch = await create(self.store, state, plan, plan.provenance, [event], lease_terms)
+        if epoch is None:  # the id exists already
+            return await self._resubmitted(plan, state.saga_id, options)
+        self.telemetry.committed(None, state, [event])
+        lease = self.leases.adopt(state.saga_id, epoch, self.lease_ttl)
+        async with self.leases.holding(lease):
+            fresh = StoredSaga(state, plan, 1, None)  # as a claim leaves it: one pass begun
+            releasing = self._releasing(lease, options)
+            work = self.drive(state.saga_id, epoch, releasing, stored=fresh)
+            return await self.leases.guard(lease, work)
+
+    async def _resubmitted(self, plan: Plan, saga_id: str, options: RunOptions | None) -> SagaState:
+        """``execute`` of an id that exists: the same plan runs on, another is refused."""
+        self._same_plan(await self.get(saga_id), plan)
+        return await self.run(saga_id, options=options)
 
     def _pass(
         self, stored: StoredSaga, epoch: int | None, options: RunOptions | None = None

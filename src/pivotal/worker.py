@@ -256,6 +256,8 @@ class Worker:
             max_inline_wait=self.config.max_inline_wait,
             hook=self.hook,
             should_stop=self._stopping.is_set,
+            # the commit that ends the pass frees the lease: no release commit after it
+            on_release=functools.partial(orch.leases.freed, lease),
         )
         self.stats.runs += 1
         error: str | None = None

@@ -64,6 +64,14 @@ INSERT_SAGA = (
     "version, outcomes, created_at, updated_at, wake_at, traceparent) VALUES (" + _marks(13) + ") "
     "ON CONFLICT (saga_id) DO NOTHING"
 )
+# A saga created already leased to the process that will run it (its first claim, epoch 1,
+# rides on its creation): the 13 columns above, then lease owner, token and expiry.
+INSERT_SAGA_LEASED = (
+    "INSERT INTO sagas (saga_id, catalogue, plan, plan_digest, provenance_ref, status, reason, "
+    "version, outcomes, created_at, updated_at, wake_at, traceparent, lease_owner, lease_token, "
+    "lease_expires_at, lease_epoch, idle_passes) VALUES (" + _marks(16) + ", 1, 1) "
+    "ON CONFLICT (saga_id) DO NOTHING"
+)
 UPSERT_STEP = (
     f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(15)}) "
     "ON CONFLICT (saga_id, idx) DO UPDATE SET status = excluded.status, "
@@ -83,12 +91,21 @@ UPSERT_APPROVAL = (
 INSERT_EVENT = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({_marks(8)})"
 # A commit: fenced by the version read (and, from a worker, by its lease epoch); progress
 # resets the count of passes without it.
-UPDATE_SAGA = (
+_UPDATE_SAGA_SET = (
     "UPDATE sagas SET status = ?, reason = ?, version = ?, outcomes = ?, updated_at = ?, "
-    "wake_at = ?, compensating_since = ?, idle_passes = 0, last_error = NULL "
-    "WHERE saga_id = ? AND version = ?"
+    "wake_at = ?, compensating_since = ?, idle_passes = 0, last_error = NULL"
 )
+_AT_VERSION = " WHERE saga_id = ? AND version = ?"
+UPDATE_SAGA = _UPDATE_SAGA_SET + _AT_VERSION
 UPDATE_SAGA_AT_EPOCH = UPDATE_SAGA + " AND lease_epoch = ?"
+# The commit that ends a pass (the saga ended or waits for a person) also frees its lease,
+# as RELEASE after it would; the epoch stays, so the pass's later writes remain fenced.
+UPDATE_SAGA_AND_RELEASE = (
+    _UPDATE_SAGA_SET
+    + ", lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL"
+    + _AT_VERSION
+    + " AND lease_epoch = ?"
+)
 
 SELECT_SAGA = (
     f"SELECT {SAGA_COLUMNS}, plan, idle_passes, last_error, compensating_since, traceparent "

@@ -22,9 +22,13 @@ from pivotal.state import (
 )
 from pivotal.store import queries as q
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)  # made once, not per row
+
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    """Compact JSON with sorted keys (``json.dumps`` with these options, without building
+    an encoder for every row)."""
+    return _ENCODER.encode(value)
 
 
 def step_row(saga_id: str, r: StepRecord) -> tuple[Any, ...]:

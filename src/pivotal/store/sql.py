@@ -10,6 +10,8 @@ statements come from its ``Dialect``. The planning operations come from ``SQLPla
 from __future__ import annotations
 
 import asyncio
+import itertools
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -31,6 +33,24 @@ from pivotal.store.sql_ops import SQLOps
 from pivotal.store.sql_outbox import SQLOutbox
 from pivotal.store.sql_planning import SQLPlanning
 
+_tokens = [uuid.uuid4().hex]  # this process's prefix; a counter makes each token unique
+_counter = itertools.count()
+
+
+def _reseed_tokens() -> None:
+    """A forked child draws its own prefix: it must never repeat its parent's tokens."""
+    _tokens[0] = uuid.uuid4().hex
+
+
+os.register_at_fork(after_in_child=_reseed_tokens)
+
+
+def _new_token() -> str:
+    """A lease token no other acquisition has: unique in this process by its counter, and
+    across processes by the random prefix (one read of the system's randomness per process,
+    not per saga)."""
+    return f"{_tokens[0]}-{next(_counter)}"
+
 
 class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
     """Every store operation, over the two backend primitives."""
@@ -50,6 +70,33 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
     async def create(
         self, state: SagaState, plan: Plan, provenance: Provenance, events: Sequence[Event]
     ) -> bool:
+        result = await self._batch(self._creation(state, plan, provenance, events, None))
+        return not result.stopped
+
+    async def create_leased(
+        self,
+        state: SagaState,
+        plan: Plan,
+        provenance: Provenance,
+        events: Sequence[Event],
+        lease: tuple[str, float, float],
+    ) -> int | None:
+        """``create``, with the saga leased at once to ``lease`` = (owner, ttl, now): its
+        first claim rides on its creation, in one commit. The lease's epoch (1), or None
+        when a saga with this id exists already (then nothing is written)."""
+        owner, ttl, now = lease
+        leased = (owner, _new_token(), now + ttl)
+        result = await self._batch(self._creation(state, plan, provenance, events, leased))
+        return None if result.stopped else 1
+
+    def _creation(
+        self,
+        state: SagaState,
+        plan: Plan,
+        provenance: Provenance,
+        events: Sequence[Event],
+        leased: tuple[str, str, float] | None,
+    ) -> list[Stmt]:
         saga = (
             state.saga_id,
             state.catalogue,
@@ -65,21 +112,24 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
             state.wake_at,
             state.traceparent,
         )
-        result = await self._batch(
-            [
-                Stmt(q.INSERT_PROVENANCE, (state.provenance_ref, provenance.model_dump_json())),
-                Stmt(q.INSERT_SAGA, saga, guard=True),
-                Stmt(
-                    q.UPSERT_STEP,
-                    [rows.step_row(state.saga_id, r) for r in state.steps],
-                    many=True,
-                ),
-                self._events(state, events),
-                *self._messages(state, events),
-                *self._notify(state.saga_id),
-            ]
+        insert = (
+            Stmt(q.INSERT_SAGA, saga, guard=True)
+            if leased is None
+            else Stmt(q.INSERT_SAGA_LEASED, (*saga, *leased), guard=True)
         )
-        return not result.stopped
+        return [
+            Stmt(q.INSERT_PROVENANCE, (state.provenance_ref, provenance.model_dump_json())),
+            insert,
+            Stmt(
+                q.UPSERT_STEP,
+                [rows.step_row(state.saga_id, r) for r in state.steps],
+                many=True,
+            ),
+            self._events(state, events),
+            *self._messages(state, events),
+            # leased: this process runs it now; nobody else needs waking
+            *(self._notify(state.saga_id) if leased is None else []),
+        ]
 
     @staticmethod
     def _messages(state: SagaState, events: Sequence[Event]) -> list[Stmt]:
@@ -121,6 +171,25 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
     async def commit(
         self, before: SagaState, after: SagaState, events: Sequence[Event], epoch: int | None
     ) -> None:
+        await self._commit(before, after, events, epoch, release=False)
+
+    async def commit_and_release(
+        self, before: SagaState, after: SagaState, events: Sequence[Event], epoch: int
+    ) -> None:
+        """``commit`` at ``epoch``, freeing the lease in the same transaction: for the
+        commit that ends a pass (the saga ended, or waits for a person), saving the
+        release's own commit."""
+        await self._commit(before, after, events, epoch, release=True)
+
+    async def _commit(
+        self,
+        before: SagaState,
+        after: SagaState,
+        events: Sequence[Event],
+        epoch: int | None,
+        *,
+        release: bool,
+    ) -> None:
         params: tuple[Any, ...] = (
             after.status.value,
             after.reason,
@@ -136,11 +205,12 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
             f"saga {after.saga_id} changed under this writer (expected version "
             f"{before.version}, lease epoch {epoch}); the write was refused"
         )
-        stmts = [
-            Stmt(q.UPDATE_SAGA_AT_EPOCH, (*params, epoch), fence=fence)
-            if epoch is not None
-            else Stmt(q.UPDATE_SAGA, params, fence=fence)
-        ]
+        if epoch is None:
+            update = Stmt(q.UPDATE_SAGA, params, fence=fence)
+        else:
+            sql = q.UPDATE_SAGA_AND_RELEASE if release else q.UPDATE_SAGA_AT_EPOCH
+            update = Stmt(sql, (*params, epoch), fence=fence)
+        stmts = [update]
         changed = rows.changed_steps(before, after)
         if changed:
             stmts.append(

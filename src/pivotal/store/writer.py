@@ -1,7 +1,8 @@
 """One thread owns a SQLite write connection; transactions queued together share a commit.
 
 Group commit: while one commit is on disk, the transactions that arrive queue up; the writer
-then runs them all, each inside its own savepoint, and makes them durable with one fsync.
+then runs them all, each inside its own savepoint (a transaction alone in its group needs
+none), and makes them durable with one fsync.
 No caller hears back before its work is committed, so intent-before-effect still holds; a
 transaction that fails rolls back to its savepoint and takes nothing else with it, unless
 SQLite rolled back the whole transaction (disk full, I/O error): then every transaction of the
@@ -163,7 +164,8 @@ class GroupWriter:
             lost: BaseException | None = exc
         else:
             lost = self._run(conn, group)
-            if lost is None:
+            rolled_back = len(group) == 1 and group[0].error is not None
+            if lost is None and not rolled_back:
                 self.commits += 1
                 self.transactions += len(group)
             elif conn.in_transaction:
@@ -176,7 +178,14 @@ class GroupWriter:
 
     @staticmethod
     def _run(conn: sqlite3.Connection, group: list[_Job]) -> BaseException | None:
-        """Run each job in its savepoint, then commit; return why all was lost, if it was."""
+        """Run the jobs, then commit; return why all was lost, if it was.
+
+        A job alone in its group needs no savepoint: when it fails, the whole transaction
+        (its own) is rolled back. In a group each job runs in its savepoint, so that a
+        failing one takes nothing else with it.
+        """
+        if len(group) == 1:
+            return GroupWriter._run_alone(conn, group[0])
         try:
             for job in group:
                 conn.execute("SAVEPOINT job")
@@ -190,6 +199,25 @@ class GroupWriter:
                 conn.execute("RELEASE job")
             conn.execute("COMMIT")
         except sqlite3.Error as exc:  # the transaction could not go on, or not commit
+            return exc
+        return None
+
+    @staticmethod
+    def _run_alone(conn: sqlite3.Connection, job: _Job) -> BaseException | None:
+        """One job in its own transaction: committed, or rolled back when it fails."""
+        try:
+            job.result = job.work(conn)
+        except BaseException as exc:
+            job.error = exc
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error as lost:  # the connection is unusable: report it
+                    return lost
+            return None
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:  # the commit failed: nothing of the job was kept
             return exc
         return None
 

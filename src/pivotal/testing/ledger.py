@@ -10,7 +10,7 @@ lease runs out, the sweeper frees it) and a fresh process recovers from the ledg
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -77,18 +77,51 @@ class FlakyStore:
     async def commit(
         self, before: SagaState, after: SagaState, events: Sequence[Event], epoch: int | None
     ) -> None:
+        await self._faulty(lambda: self.inner.commit(before, after, events, epoch))
+
+    async def commit_and_release(
+        self, before: SagaState, after: SagaState, events: Sequence[Event], epoch: int
+    ) -> None:
+        """The commit that ends a pass and frees its lease: counted, and failed, like any
+        other commit (only when the inner store can do it; else a commit, then a release)."""
+        inner = getattr(type(self.inner), "commit_and_release", None)
+        if inner is None:
+            await self._faulty(lambda: self.inner.commit(before, after, events, epoch))
+            await self.inner.release(after.saga_id, epoch)
+            return
+        await self._faulty(lambda: inner(self.inner, before, after, events, epoch))
+
+    async def create_leased(
+        self,
+        state: SagaState,
+        plan: Plan,
+        provenance: Provenance,
+        events: Sequence[Event],
+        lease: tuple[str, float, float],
+    ) -> int | None:
+        """``create`` with the first claim riding on it (when the inner store can)."""
+        inner = getattr(type(self.inner), "create_leased", None)
+        if inner is None:
+            if not await self.inner.create(state, plan, provenance, events):
+                return None
+            owner, ttl, now = lease
+            return await self.inner.claim(state.saga_id, owner, ttl, now)
+        epoch: int | None = await inner(self.inner, state, plan, provenance, events, lease)
+        return epoch
+
+    async def _faulty(self, write: Callable[[], Awaitable[None]]) -> None:
         self.commits += 1
         n, kind = self.commits, self.faults.get(self.commits)
         if self._losing:  # queued with a transaction that is being lost: lost with it
             self.lost_with_group += 1
             raise StoreError(f"commit {n}: lost with its group (injected)")
         if kind is None:
-            return await self.inner.commit(before, after, events, epoch)
+            return await write()
         self.fired.append(CommitFault(n, kind))
         if kind is StoreFault.BEFORE_WRITE:
             raise StoreError(f"commit {n}: the ledger refused it (injected)")
         if kind is StoreFault.AFTER_WRITE:
-            await self.inner.commit(before, after, events, epoch)
+            await write()
             raise StoreError(f"commit {n}: written, but the reply was lost (injected)")
         self._losing += 1
         try:
