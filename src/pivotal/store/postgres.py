@@ -3,6 +3,8 @@
 Many workers on many machines claim from it (``FOR UPDATE SKIP LOCKED`` picks candidates,
 one guarded ``UPDATE … RETURNING`` claims), are fenced by lease epochs exactly as on SQLite,
 and are woken by ``LISTEN/NOTIFY`` when work arrives (polling remains the fallback).
+Writes go through a group writer (``pg_writer``): the batches of many sagas that arrive
+together share one transaction and one round trip, each still fenced on its own.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from pivotal.errors import LeaseLost, SchemaMismatch, StoreError, StoreUnreachable
+from pivotal.errors import SchemaMismatch, StoreError, StoreUnreachable
 from pivotal.state import Event, SagaState
 from pivotal.store import queries as q
+from pivotal.store.pg_merge import pg_sql
+from pivotal.store.pg_writer import PgGroupWriter, stepwise
 from pivotal.store.primitives import BatchResult, Fetch, Row, Stmt
 from pivotal.store.schema import POSTGRES_MIGRATIONS
 from pivotal.store.sql import SQLStore
@@ -37,11 +41,10 @@ _SERVER = re.compile(r"connection to server (?:at|on) .*? failed: (.*)$")
 _PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
 
 
-def _pg(sql: str) -> str:
-    return sql.replace("?", "%s")
-
-
-Conn = psycopg.AsyncConnection[Any]
+_pg = pg_sql
+# The statement-by-statement runner of a batch. Replacing it (as tests do, to act inside a
+# transaction before its COMMIT) sends every batch through it, on the writer's careful path.
+_stepwise = stepwise
 
 
 def _url_params(url: str) -> dict[str, Any]:
@@ -82,53 +85,6 @@ def _reason(exc: BaseException) -> str:
     return " ".join(reason.split()) or type(exc).__name__
 
 
-async def _stepwise(conn: Conn, stmts: Sequence[Stmt]) -> BatchResult:
-    result = BatchResult()
-    for stmt in stmts:
-        async with conn.cursor() as cur:
-            if stmt.many:
-                await cur.executemany(_pg(stmt.sql), stmt.params)
-                continue
-            await cur.execute(_pg(stmt.sql), stmt.params)
-            if stmt.returning:
-                result.rows.append(list(await cur.fetchall()))
-            if stmt.ends_batch(cur.rowcount):
-                result.stopped = True
-                break
-    return result
-
-
-async def _pipelined(conn: Conn, stmts: Sequence[Stmt]) -> BatchResult:
-    """All statements in one pipeline; a failed fence refuses the whole transaction."""
-    cursors = [conn.cursor() for _ in stmts]
-    failure: psycopg.Error | None = None
-    async with conn.pipeline() as pipeline:
-        try:
-            for stmt, cur in zip(stmts, cursors, strict=True):
-                if stmt.many:
-                    await cur.executemany(_pg(stmt.sql), stmt.params)
-                else:
-                    await cur.execute(_pg(stmt.sql), stmt.params)
-            await pipeline.sync()
-        except psycopg.errors.IntegrityError as exc:  # e.g. a stale writer's events collide
-            failure = exc
-            # Read up to the sync point, so that the pipeline ends cleanly: an error met
-            # before it (while sending) would otherwise be met again on leaving it.
-            with contextlib.suppress(psycopg.Error):
-                await pipeline.sync()
-    for stmt, cur in zip(stmts, cursors, strict=True):
-        if stmt.fence is not None and cur.rowcount != 1:
-            raise LeaseLost(stmt.fence) from failure
-    if failure is not None:
-        raise failure
-    result = BatchResult()
-    for stmt, cur in zip(stmts, cursors, strict=True):
-        if stmt.returning:
-            result.rows.append(list(await cur.fetchall()))
-        await cur.close()
-    return result
-
-
 class PostgresStore(SQLStore):
     """A ledger in PostgreSQL. ``migrate=True`` applies pending migrations on open;
     otherwise an out-of-date schema is refused with a clear message.
@@ -167,6 +123,15 @@ class PostgresStore(SQLStore):
             name="pivotal",
         )
         self._listener: psycopg.AsyncConnection[Any] | None = None
+        self._writer = self._group_writer()
+
+    def _group_writer(self) -> PgGroupWriter:
+        return PgGroupWriter(
+            self._pool,
+            attempts=self.attempts,
+            stepwise=lambda conn, stmts: _stepwise(conn, stmts),
+            fast_path=lambda: _stepwise is stepwise,
+        )
 
     def _error(self, exc: psycopg.Error) -> StoreError:
         return StoreError(f"postgres ledger: {exc}".strip())
@@ -189,6 +154,7 @@ class PostgresStore(SQLStore):
 
     async def open(self) -> None:
         await self._probe()
+        self._writer = self._group_writer()
         try:
             await self._pool.open(wait=True, timeout=15)
         except PoolTimeout as exc:  # the server went away since the probe
@@ -210,6 +176,7 @@ class PostgresStore(SQLStore):
         if self._listener is not None:
             await self._listener.close()
             self._listener = None
+        await self._writer.close()
         await self._pool.close()
 
     async def __aenter__(self) -> PostgresStore:
@@ -287,15 +254,11 @@ class PostgresStore(SQLStore):
         raise AssertionError("unreachable")
 
     async def _batch(self, stmts: Sequence[Stmt]) -> BatchResult:
-        # A batch with a guard must stop early; any other goes out in one round trip.
-        one_trip = len(stmts) > 1 and not any(stmt.guard for stmt in stmts)
-        run = _pipelined if one_trip else _stepwise
-
-        async def once() -> BatchResult:
-            async with self._pool.connection() as conn, conn.transaction():
-                return await run(conn, stmts)
-
-        return await self._retry(once)
+        """Through the group writer: committed, perhaps with other sagas' batches."""
+        try:
+            return await self._writer.run(stmts)
+        except psycopg.Error as exc:
+            raise self._error(exc) from exc
 
     @asynccontextmanager
     async def _snapshot(self) -> AsyncIterator[Fetch]:
