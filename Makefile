@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo serve test lint bench clean
+.PHONY: demo serve test lint bench bench-peers clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,25 @@ test: lint
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/throughput.py
+
+# Pivotal (this working tree, .venv) against DBOS and agent-saga, each in its own pinned
+# virtual environment under .bench/. QUICK=1: one short round. POSTGRES=1: PostgreSQL too
+# (PG_URL: a database from which the benchmark may CREATE and DROP its own databases).
+BENCH_ENVS := .bench
+PG_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
+
+$(BENCH_ENVS)/dbos/.installed:
+	$(PYTHON) -m venv $(BENCH_ENVS)/dbos
+	$(BENCH_ENVS)/dbos/bin/python -m pip install --quiet 'dbos==3.4.0'
+	touch $@
+
+$(BENCH_ENVS)/agentsaga/.installed:
+	$(PYTHON) -m venv $(BENCH_ENVS)/agentsaga
+	$(BENCH_ENVS)/agentsaga/bin/python -m pip install --quiet 'agent-saga==2.3.11'
+	touch $@
+
+bench-peers: $(VENV)/.installed $(BENCH_ENVS)/dbos/.installed $(BENCH_ENVS)/agentsaga/.installed
+	$(BIN)/python bench/peers/run.py $(if $(QUICK),--quick) $(if $(POSTGRES),--postgres $(PG_URL))
 
 clean:
 	rm -rf $(VENV) pivotal-demo .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,70 @@
+"""agent-saga's workload: a saga boundary around 3 no-op COMPENSABLE tools.
+
+Runs with ``.bench/agentsaga``'s python. Every tool call writes its intent and its
+commit record to one fsync'd JSON-lines write-ahead log shared by the process (the log
+groups concurrent flushes); agent-saga has no SQLite ledger, so "synchronous=FULL" does
+not apply: its durability is ``write + fsync`` per flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from agent_saga import saga_scope, tool
+from agent_saga.registry import compensator
+from agent_saga.semantics import ActionSemantics, Compensation
+from agent_saga.wal import AsyncWAL
+from common import STEPS, barrier, emit, parse
+
+
+@compensator("bench.undo")
+async def undo(n: int, idempotency_key: str = "") -> None:
+    return None
+
+
+def _undo(result: dict[str, int] | None) -> Compensation:
+    """The inverse, named in the handler registry so another process could run it."""
+    return Compensation(fn=undo, kwargs={"n": (result or {}).get("n", 0)}, handler="bench.undo")
+
+
+@tool("noop", semantics=ActionSemantics.COMPENSABLE, compensate=_undo)
+async def noop(n: int) -> dict[str, int]:
+    return {"n": n}
+
+
+async def main() -> None:
+    opts = parse(__doc__ or "")
+    wal = AsyncWAL(opts.db, max_buffer=1_000_000)
+    await wal.start()
+    if opts.mode == "setup":
+        await wal.close()
+        return
+
+    async def one(i: int) -> None:
+        async with saga_scope(name=f"bench-{i}", wal=wal):
+            for s in range(STEPS):
+                await noop(n=s)
+
+    async def bounded(n: int) -> None:
+        gate = asyncio.Semaphore(opts.in_flight)
+
+        async def limited(i: int) -> None:
+            async with gate:
+                await one(i)
+
+        await asyncio.gather(*(limited(i) for i in range(n)))
+
+    await bounded(opts.warm_up)
+    flushes_before = wal.flush_cycles
+    barrier(opts)
+    start = time.time()
+    await bounded(opts.sagas)
+    end = time.time()
+    flushes = wal.flush_cycles - flushes_before
+    await wal.close()
+    emit("agent-saga", opts, start, end, flushes_per_saga=flushes / max(opts.sagas, 1))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
