@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pivotal.state import Event, SagaState
 
 log = logging.getLogger("pivotal.telemetry")
+_NOTHING: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
 
 
 @dataclass
@@ -44,15 +45,13 @@ class Telemetry:
     ) -> None:
         """The ledger acknowledged ``events`` (``before`` is None for a new saga)."""
 
-    @contextlib.contextmanager
-    def saga_pass(self, state: SagaState, owner: str) -> Iterator[None]:
+    def saga_pass(self, state: SagaState, owner: str) -> contextlib.AbstractContextManager[None]:
         """Around one pass over a saga by ``owner``."""
-        yield
+        return _NOTHING
 
-    @contextlib.contextmanager
-    def call(self, call: Call) -> Iterator[None]:
+    def call(self, call: Call) -> contextlib.AbstractContextManager[None]:
         """Around one call of an action or an undo."""
-        yield
+        return _NOTHING
 
     def lease_lost(self, saga_id: str, owner: str) -> None:
         """``owner`` lost the lease of ``saga_id`` (another holder took it over)."""
@@ -80,15 +79,25 @@ class Observers(Telemetry):
             except Exception:
                 log.exception("observer %s failed on a commit of saga %s", o, after.saga_id)
 
+    def saga_pass(self, state: SagaState, owner: str) -> contextlib.AbstractContextManager[None]:
+        if not self.observers:  # nothing to tell: no frame kept per pass
+            return _NOTHING
+        return self._saga_pass(state, owner)
+
+    def call(self, call: Call) -> contextlib.AbstractContextManager[None]:
+        if not self.observers:
+            return _NOTHING
+        return self._call(call)
+
     @contextlib.contextmanager
-    def saga_pass(self, state: SagaState, owner: str) -> Iterator[None]:
+    def _saga_pass(self, state: SagaState, owner: str) -> Iterator[None]:
         with contextlib.ExitStack() as stack:
             for o in self.observers:
                 _enter(stack, o, o.saga_pass(state, owner))
             yield
 
     @contextlib.contextmanager
-    def call(self, call: Call) -> Iterator[None]:
+    def _call(self, call: Call) -> Iterator[None]:
         with contextlib.ExitStack() as stack:
             for o in self.observers:
                 _enter(stack, o, o.call(call))
