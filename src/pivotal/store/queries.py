@@ -150,8 +150,11 @@ def select_dead_letters(
 
 # Runnable: active and due, or waiting for an approval that expires; and not leased.
 # Parameters: now, now, now.
+# The status list comes first and alone, so that both ledgers read only the sagas that are
+# still going (an index range on ``sagas(status, wake_at)``), never the finished ones.
 RUNNABLE = (
-    "((status IN ('submitted', 'running', 'compensating') AND (wake_at IS NULL OR wake_at <= ?))"
+    "status IN ('submitted', 'running', 'compensating', 'awaiting_approval')"
+    " AND ((status <> 'awaiting_approval' AND (wake_at IS NULL OR wake_at <= ?))"
     " OR (status = 'awaiting_approval' AND wake_at <= ?))"
     " AND (lease_owner IS NULL OR lease_expires_at < ?)"
 )

@@ -205,6 +205,13 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         stopped_at REAL
     );
     """,
+    # 8: claims and sweeps read only the sagas still going and the leases held, whatever the
+    # size of the ledger (the finished sagas are most of it): partial indexes on both.
+    """
+    CREATE INDEX sagas_active ON sagas(updated_at)
+        WHERE status IN ('submitted', 'running', 'compensating', 'awaiting_approval');
+    CREATE INDEX sagas_lease_expiry ON sagas(lease_expires_at) WHERE lease_owner IS NOT NULL;
+    """,
 )
 
 
