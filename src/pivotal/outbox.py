@@ -125,17 +125,16 @@ def _announcement(state: SagaState, e: Event, kind: str) -> Message:
     }
     if e.type is EventType.APPROVAL_REQUESTED and e.step is not None:
         payload |= {
-            "reason": e.data.get("reason"),
             "step": e.step,
             "step_name": state.steps[e.step].name,
             "expires_at": e.data.get("expires_at"),
             "required": e.data.get("required", 1),
         }
     else:
-        payload["status"] = _status_after(e)
+        payload["status"] = kind.removeprefix("saga.")
         if e.type in (EventType.SAGA_COMPENSATED, EventType.SAGA_COMPENSATION_FAILED):
             payload["compensating_since"] = state.compensating_since
-        if e.type in (EventType.SAGA_RESOLVED,):
+        if e.type is EventType.SAGA_RESOLVED:
             payload["by"] = e.data.get("by")
     return Message(
         id=f"{state.saga_id}:{e.seq}",
@@ -146,7 +145,3 @@ def _announcement(state: SagaState, e: Event, kind: str) -> Message:
         traceparent=state.traceparent,
         next_attempt_at=e.at,
     )
-
-
-def _status_after(e: Event) -> str:
-    return ANNOUNCED[e.type].removeprefix("saga.")

@@ -380,11 +380,11 @@ async def build_report(
     seen: set[str] = set()
     provenances: dict[str, Provenance | None] = {}
     for status in REVIEWED:
-        found = await store.list_sagas(status, limit)
-        if len(found) >= limit:  # newest created first: an older one may have ended lately
+        found = await store.sagas_updated(status, period.since, period.until, limit)
+        if len(found) >= limit:  # the most recently changed first: older ones were left out
             cut.append(f"sagas ({status.value})")
         for summary in found:
-            if summary.saga_id in seen or not period.holds(summary.updated_at):
+            if summary.saga_id in seen:
                 continue
             entry = await _entry(store, summary, provenances)
             if entry is not None and period.holds(entry.updated_at):

@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from pivotal.observability.metrics_ledger import LedgerGauges
 from pivotal.outbox import Message
+from pivotal.relay import OUTCOMES
 from pivotal.state import ApprovalStatus, Event, EventType, SagaState
 from pivotal.store.base import Store
 from pivotal.telemetry import Call, Telemetry
@@ -37,7 +38,6 @@ SAGA_SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 144
 CALL_SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 APPROVAL_SECONDS = (1, 10, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 43200, 86400, 259200)
 
-DELIVERY_OUTCOMES = frozenset({"delivered", "failed", "dead", "lost", "unsettled", "deferred"})
 CALL_OUTCOMES = frozenset({"succeeded", "transient", "permanent", "abort", "unknown", "timeout"})
 UNKNOWN_STEP = "unknown"  # the label of an event whose step index names no step
 
@@ -215,7 +215,7 @@ class PivotalMetrics(Telemetry):
 
     def outbox_settled(self, message: Message, outcome: str, error: str | None) -> None:
         """Count one settled delivery (a relay's ``on_settled``); outcomes are bounded."""
-        known = outcome if outcome in DELIVERY_OUTCOMES else "other"
+        known = outcome if outcome in OUTCOMES else "other"
         self.deliveries.labels(known).inc()
 
     # -- the ledger ---------------------------------------------------------------------

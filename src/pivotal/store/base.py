@@ -171,6 +171,13 @@ class Store(Protocol):
         self, status: SagaStatus | None = None, limit: int = 100
     ) -> list[SagaSummary]: ...
 
+    async def sagas_updated(
+        self, status: SagaStatus, since: float, until: float, limit: int = 100
+    ) -> list[SagaSummary]:
+        """The sagas of ``status`` whose last change falls in ``[since, until]``, the most
+        recently changed first."""
+        ...
+
     async def lease_of(self, saga_id: str) -> tuple[str | None, int, float | None] | None:
         """(owner, epoch, expires at) of the saga's lease; owner None when free."""
         ...

@@ -199,6 +199,11 @@ _SUMMARIES = "SELECT saga_id, catalogue, status, reason, created_at, updated_at 
 _NEWEST = " ORDER BY created_at DESC, saga_id LIMIT ?"
 LIST_SAGAS = _SUMMARIES + _NEWEST
 LIST_SAGAS_WITH_STATUS = _SUMMARIES + " WHERE status = ?" + _NEWEST
+# The sagas of a status that reached it in a period (status, since, until, limit): a review.
+LIST_SAGAS_UPDATED = (
+    _SUMMARIES + " WHERE status = ? AND updated_at >= ? AND updated_at <= ?"
+    " ORDER BY updated_at DESC, saga_id LIMIT ?"
+)
 PENDING_APPROVALS = (
     f"SELECT {_prefixed('a', APPROVAL_COLUMNS)}, s.catalogue, st.name FROM approvals a "
     "JOIN sagas s ON s.saga_id = a.saga_id "

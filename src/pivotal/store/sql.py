@@ -319,6 +319,12 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         )
         return [SagaSummary(r[0], r[1], SagaStatus(r[2]), r[3], r[4], r[5]) for r in found]
 
+    async def sagas_updated(
+        self, status: SagaStatus, since: float, until: float, limit: int = 100
+    ) -> list[SagaSummary]:
+        found = await self._fetch(q.LIST_SAGAS_UPDATED, (status.value, since, until, limit))
+        return [SagaSummary(r[0], r[1], SagaStatus(r[2]), r[3], r[4], r[5]) for r in found]
+
     async def pending_approvals(self) -> list[PendingApproval]:
         found = await self._fetch(q.PENDING_APPROVALS, (ApprovalStatus.PENDING.value,))
         return [PendingApproval(r[0], r[12], r[13], rows.approval_from_row(r)) for r in found]

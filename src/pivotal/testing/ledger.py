@@ -187,6 +187,11 @@ class FlakyStore:
     ) -> list[SagaSummary]:
         return await self.inner.list_sagas(status, limit)
 
+    async def sagas_updated(
+        self, status: SagaStatus, since: float, until: float, limit: int = 100
+    ) -> list[SagaSummary]:
+        return await self.inner.sagas_updated(status, since, until, limit)
+
     async def lease_of(self, saga_id: str) -> tuple[str | None, int, float | None] | None:
         return await self.inner.lease_of(saga_id)
 
