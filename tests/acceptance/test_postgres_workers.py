@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from lock_probes import sqlite_write_locked
+from lock_probes import provider_call_open, sqlite_write_locked
 
 from pivotal import Orchestrator, Plan, SagaStatus
 from pivotal.examples.commerce import STATE_ENV, CommerceServices, Fault, create_app
@@ -105,12 +105,15 @@ def freeze_holding_leases(
 
     The simulated providers share one SQLite file: a worker frozen inside one of their
     write transactions would stall every provider call, which no real provider does, so
-    the freeze is retried until the file is free.
+    the freeze is retried until the file is free. It is retried too while the worker is in
+    the middle of a provider call: what this test checks is that a thawed worker holding no
+    lease makes no new call, not what a call paused halfway does.
     """
     for _ in range(100):
         wait_for_leases(url, owner)
         proc.send_signal(signal.SIGSTOP)
-        if (held := leases_held(url, owner)) and not sqlite_write_locked(state):
+        held = leases_held(url, owner)
+        if held and not sqlite_write_locked(state) and not provider_call_open(state, proc.pid):
             return held
         proc.send_signal(signal.SIGCONT)  # try again a moment later
         time.sleep(0.01)

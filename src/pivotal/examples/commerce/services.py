@@ -8,6 +8,7 @@ Every call is logged, so tests can count calls and effects per key.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 import uuid
@@ -22,7 +23,7 @@ from pivotal.examples.commerce.faults import Fault, Faults
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, op TEXT NOT NULL, key TEXT NOT NULL,
-    fault TEXT, at REAL NOT NULL, ended INTEGER);
+    fault TEXT, at REAL NOT NULL, ended INTEGER, pid INTEGER);
 CREATE TABLE IF NOT EXISTS effects (
     key TEXT PRIMARY KEY, op TEXT NOT NULL, result TEXT NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS stock (
@@ -90,6 +91,8 @@ class CommerceServices:
         calls = {r[1] for r in self.db.execute("PRAGMA table_info(calls)")}
         if "ended" not in calls:  # a state file from before call spans
             self.db.execute("ALTER TABLE calls ADD COLUMN ended INTEGER")
+        if "pid" not in calls:  # a state file from before calls named their process
+            self.db.execute("ALTER TABLE calls ADD COLUMN pid INTEGER")
         self.faults.bind(self.db)
 
     def close(self) -> None:
@@ -130,8 +133,8 @@ class CommerceServices:
     def _effect(self, op: str, key: str, apply: Callable[[sqlite3.Connection], Result]) -> Result:
         fault = self.faults.take(op)
         call = self.db.execute(
-            "INSERT INTO calls (op, key, fault, at) VALUES (?, ?, ?, ?)",
-            (op, key, fault.value if fault else None, time.time()),
+            "INSERT INTO calls (op, key, fault, at, pid) VALUES (?, ?, ?, ?, ?)",
+            (op, key, fault.value if fault else None, time.time(), os.getpid()),
         ).lastrowid
         try:
             if fault is not None and not fault.after_effect:
