@@ -40,9 +40,7 @@ class _Job:
     done: bool = field(default=False)
 
     def deliver(self) -> None:
-        self.done = True
-        with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody waits
-            self.loop.call_soon_threadsafe(self._settle)
+        _deliver([self])
 
     def _settle(self) -> None:
         if self.future.done():  # cancelled by its caller
@@ -112,10 +110,10 @@ class GroupWriter:
         with contextlib.suppress(queue.Empty):
             while True:
                 left.append(self._jobs.get_nowait())
-        for job in left:
-            if job is not None and not job.done:
-                job.error = self._refusal()
-                job.deliver()
+        unanswered = [job for job in left if job is not None and not job.done]
+        for job in unanswered:
+            job.error = self._refusal()
+        _deliver(unanswered)
         if self._conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
@@ -174,7 +172,7 @@ class GroupWriter:
         for job in group:
             if lost is not None and job.error is None:  # its work was rolled back too
                 job.error = lost if isinstance(lost, sqlite3.Error) else _lost(lost)
-            job.deliver()
+        _deliver(group)
 
     @staticmethod
     def _run(conn: sqlite3.Connection, group: list[_Job]) -> BaseException | None:
@@ -220,6 +218,26 @@ class GroupWriter:
         except sqlite3.Error as exc:  # the commit failed: nothing of the job was kept
             return exc
         return None
+
+
+def _deliver(jobs: list[_Job]) -> None:
+    """Answer the jobs' callers with one wake-up per event loop, not one per job.
+
+    Every wake-up writes to the loop's self-pipe, which hands the GIL over to the busy loop
+    thread; one per job kept this thread waiting for the GIL more than it ran SQLite.
+    """
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
+    for job in jobs:
+        job.done = True
+        by_loop.setdefault(job.loop, []).append(job)
+    for loop, mine in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody waits
+            loop.call_soon_threadsafe(_settle_all, mine)
+
+
+def _settle_all(jobs: list[_Job]) -> None:
+    for job in jobs:
+        job._settle()
 
 
 def _lost(cause: BaseException) -> StoreError:
