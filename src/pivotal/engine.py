@@ -127,6 +127,28 @@ class _CommitAndRelease(Protocol):
     ) -> Awaitable[None]: ...
 
 
+@dataclass(frozen=True)
+class Creation:
+    """A saga that is not in the ledger yet: the first commit of its pass creates it, with
+    its submission and the events of the pass so far (its first intent, typically), so a
+    saga run at once costs one commit less. Until then nothing was called that could take
+    effect: every action's intent is committed first.
+
+    ``create(state, events, leased)`` writes it, leased to this process when ``leased``
+    (the pass goes on) or free (this commit ends the pass); False when a saga with this id
+    exists already. ``created(leased)`` is told once it is in the ledger.
+    """
+
+    submitted: Event
+    create: Callable[[SagaState, list[Event], bool], Awaitable[bool]]
+    created: Callable[[bool], None]
+
+
+class AlreadyCreated(Exception):
+    """The first commit of a ``Creation`` found a saga with its id in the ledger: nothing
+    was written; the caller goes on with the saga that exists."""
+
+
 class Suspended(Exception):
     """The pass ended early: a retry is not due yet, or the worker is stopping."""
 
@@ -146,6 +168,7 @@ class SagaRun:
         rng: random.Random | None = None,
         options: RunOptions | None = None,
         telemetry: Telemetry | None = None,
+        creating: Creation | None = None,
     ) -> None:
         self.store = store
         self.catalogue = catalogue
@@ -162,7 +185,8 @@ class SagaRun:
             else Observers([telemetry] if telemetry is not None else [])
         )
         self._lock = asyncio.Lock()
-        self._pending: list[Event] = []
+        self._creating = creating
+        self._pending: list[Event] = [creating.submitted] if creating is not None else []
         self._committed = state
         self._broken: BaseException | None = None
         self._calls = plan.calls()
@@ -212,21 +236,35 @@ class SagaRun:
                 await self._commit(self.state, list(self._pending))
 
     async def _commit(self, after: SagaState, events: list[Event]) -> None:
-        before = self._committed
+        before: SagaState | None = self._committed
         releasing = self._releasing(after)
+        freed = releasing is not None  # this commit frees the lease too
         try:
-            if releasing is not None and self.epoch is not None:
-                await releasing(self.store, before, after, events, self.epoch)
+            if self._creating is not None:
+                before = None
+                freed = self.options.on_release is not None and _ends_pass(after)
+                await self._create(self._creating, after, events, leased=not freed)
+            elif releasing is not None and self.epoch is not None:
+                await releasing(self.store, self._committed, after, events, self.epoch)
             else:
-                await self.store.commit(before, after, events, self.epoch)
+                await self.store.commit(self._committed, after, events, self.epoch)
         except BaseException as exc:
             self._broken = exc
             raise
         self.state = self._committed = after
         self._pending = []
-        if releasing is not None and self.options.on_release is not None:
+        if freed and self.options.on_release is not None:
             self.options.on_release()
         self.telemetry.committed(before, after, events)
+
+    async def _create(
+        self, creation: Creation, after: SagaState, events: list[Event], *, leased: bool
+    ) -> None:
+        """The first commit of a saga not yet in the ledger: it creates the saga."""
+        if not await creation.create(after, events, leased):
+            raise AlreadyCreated(f"saga {after.saga_id} exists already")
+        self._creating = None
+        creation.created(leased)
 
     def _releasing(self, after: SagaState) -> _CommitAndRelease | None:
         """How to commit ``after`` and free the lease at once, when this commit ends the

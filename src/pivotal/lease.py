@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
+import math
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pivotal.clock import Clock
@@ -32,13 +34,19 @@ class Lease:
     saga_id: str
     epoch: int
     ttl: float
-    lost: asyncio.Event = field(default_factory=asyncio.Event)
+    lost: bool = False  # taken over by another holder
     released: bool = False  # freed by the commit that ended its pass
-    _work: asyncio.Future[Any] | None = None
+    # False until the saga exists in the ledger with this lease: a saga created by the
+    # first commit of its pass (``Orchestrator.execute``) has nothing to renew or release
+    # before that commit, and must never touch a lease of an existing saga of the same id
+    in_ledger: bool = True
+    _work: asyncio.Task[Any] | None = None  # the task running ``guard``, while it does
 
     def lose(self) -> None:
         """The lease was taken over: stop the work done under it now."""
-        self.lost.set()
+        if self.lost:
+            return
+        self.lost = True
         if self._work is not None:
             self._work.cancel()
 
@@ -53,6 +61,7 @@ class LeaseKeeper:
         self._held: dict[str, Lease] = {}
         self._beating: asyncio.Task[None] | None = None
         self._adopted = asyncio.Event()  # wakes the heartbeat to reconsider its interval
+        self._shortest = math.inf  # the shortest ttl the heartbeat's interval allows for
 
     @property
     def held(self) -> dict[str, Lease]:
@@ -65,14 +74,21 @@ class LeaseKeeper:
 
     def adopt(self, saga_id: str, epoch: int, ttl: float) -> Lease:
         """Keep renewing a lease this process has just claimed."""
-        lease = Lease(saga_id, epoch, ttl)
+        return self.keep(Lease(saga_id, epoch, ttl))
+
+    def keep(self, lease: Lease) -> Lease:
+        """Keep renewing ``lease``, now in the ledger (claimed, or created with its saga)."""
+        lease.in_ledger = True
+        saga_id, epoch, ttl = lease.saga_id, lease.epoch, lease.ttl
         older = self._held.get(saga_id)
         if older is not None and older.epoch != epoch:  # our own older lease lapsed
             older.lose()
         self._held[saga_id] = lease
         if self._beating is None or self._beating.done():
+            self._shortest = ttl
             self._beating = asyncio.create_task(self._beat_while_held(), name="pivotal heartbeat")
-        else:
+        elif ttl < self._shortest:  # only a shorter lease needs an earlier beat
+            self._shortest = ttl
             self._adopted.set()
         return lease
 
@@ -94,7 +110,7 @@ class LeaseKeeper:
         failed after it: the error is still recorded (fenced by the same epoch).
         """
         self.forget(lease)
-        if lease.lost.is_set() or (lease.released and error is None):
+        if lease.lost or not lease.in_ledger or (lease.released and error is None):
             return
         await self.store.release(lease.saga_id, lease.epoch, error)
 
@@ -129,14 +145,24 @@ class LeaseKeeper:
 
     async def guard(self, lease: Lease, work: Awaitable[T]) -> T:
         """Run ``work`` under ``lease``: cancelled, and ``LeaseLost`` raised, when the
-        heartbeat finds the lease taken over."""
-        task: asyncio.Future[T] = asyncio.ensure_future(work)
+        heartbeat finds the lease taken over.
+
+        The work runs in the calling task (no task of its own per saga); a loss cancels that
+        task, and the cancellation is taken back here, as ``asyncio.timeout`` does, unless
+        somebody else cancelled the task too: then the cancellation goes on.
+        """
+        task = asyncio.current_task()
+        if task is None or lease.lost:
+            if inspect.iscoroutine(work):
+                work.close()  # never started: nothing to warn about
+            if task is None:
+                raise RuntimeError("guard must run in a task")
+            raise LeaseLost(f"lease on saga {lease.saga_id} was taken over")
         lease._work = task
         try:
-            return await task
+            return await work
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if lease.lost.is_set() and (current is None or not current.cancelling()):
+            if lease.lost and task.uncancel() == 0:
                 raise LeaseLost(f"lease on saga {lease.saga_id} was taken over") from None
             raise
         finally:
@@ -161,7 +187,8 @@ class LeaseKeeper:
                     gone.lose()
 
     def _interval(self) -> float:
-        return min((lease.ttl for lease in self._held.values()), default=0.0) / 3
+        self._shortest = min((lease.ttl for lease in self._held.values()), default=math.inf)
+        return 0.0 if self._shortest == math.inf else self._shortest / 3
 
     async def _beat_while_held(self) -> None:
         """Beat every third of the shortest held lease, until none is held."""

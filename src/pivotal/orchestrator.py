@@ -13,7 +13,7 @@ from dataclasses import replace
 from pivotal.app import App
 from pivotal.catalogue import Catalogue, StepKind
 from pivotal.clock import Clock, SystemClock
-from pivotal.engine import RunOptions, SagaRun, point_of_no_return
+from pivotal.engine import AlreadyCreated, Creation, RunOptions, SagaRun, point_of_no_return
 from pivotal.errors import (
     ApprovalError,
     InvalidInput,
@@ -176,15 +176,17 @@ class Orchestrator:
         options: RunOptions | None = None,
         *,
         stored: StoredSaga | None = None,
+        creating: Creation | None = None,
     ) -> SagaState:
         """One pass over a saga whose lease the caller holds at ``epoch`` (``stored``: its
-        ledger state, when the caller has it already).
+        ledger state, when the caller has it already; ``creating``: the saga is not in the
+        ledger yet, and the pass's first commit creates it).
 
         A saga whose last ``poison_after`` passes all ended without progress (each crashed
         or failed before recording anything) is parked ``needs_human`` instead.
         """
         stored = stored or await self.get(saga_id)
-        run = self._pass(stored, epoch, options)
+        run = self._pass(stored, epoch, options, creating)
         status = stored.state.status
         if stored.idle_passes > self.poison_after and status in _RUNNABLE:
             why = f"; the last one: {stored.last_error}" if stored.last_error else ""
@@ -227,17 +229,31 @@ class Orchestrator:
             if saga_id is None or await self.store.load(saga_id) is None:
                 raise
             return await self._resubmitted(plan, saga_id, options)
-        lease_terms = (self.owner, self.lease_ttl, self.clock.now())
-        epoch = await create(self.store, state, plan, plan.provenance, [event], lease_terms)
-        if epoch is None:  # the id exists already
-            return await self._resubmitted(plan, state.saga_id, options)
-        self.telemetry.committed(None, state, [event])
-        lease = self.leases.adopt(state.saga_id, epoch, self.lease_ttl)
+        # The saga is created by the first commit of its pass, with its first intent (or
+        # whatever the pass records first), leased to this process: epoch 1.
+        lease = Lease(state.saga_id, 1, self.lease_ttl, in_ledger=False)
+
+        async def write(after: SagaState, events: list[Event], leased: bool) -> bool:
+            if not leased:  # that commit ends the pass: nothing to hold
+                return await self.store.create(after, plan, plan.provenance, events)
+            terms = (self.owner, self.lease_ttl, self.clock.now())
+            epoch = await create(self.store, after, plan, plan.provenance, events, terms)
+            return epoch is not None
+
+        def written(leased: bool) -> None:
+            if leased:
+                self.leases.keep(lease)
+
+        creation = Creation(event, write, written)
+        fresh = StoredSaga(state, plan, 1, None)  # as a claim leaves it: one pass begun
         async with self.leases.holding(lease):
-            fresh = StoredSaga(state, plan, 1, None)  # as a claim leaves it: one pass begun
             releasing = self._releasing(lease, options)
-            work = self.drive(state.saga_id, epoch, releasing, stored=fresh)
-            return await self.leases.guard(lease, work)
+            work = self.drive(state.saga_id, 1, releasing, stored=fresh, creating=creation)
+            try:
+                return await self.leases.guard(lease, work)
+            except AlreadyCreated:
+                pass  # nothing was written; the lease was never held
+        return await self._resubmitted(plan, state.saga_id, options)
 
     async def _resubmitted(self, plan: Plan, saga_id: str, options: RunOptions | None) -> SagaState:
         """``execute`` of an id that exists: the same plan runs on, another is refused."""
@@ -245,7 +261,11 @@ class Orchestrator:
         return await self.run(saga_id, options=options)
 
     def _pass(
-        self, stored: StoredSaga, epoch: int | None, options: RunOptions | None = None
+        self,
+        stored: StoredSaga,
+        epoch: int | None,
+        options: RunOptions | None = None,
+        creating: Creation | None = None,
     ) -> SagaRun:
         return SagaRun(
             self.store,
@@ -257,6 +277,7 @@ class Orchestrator:
             rng=self.rng,
             options=options or RunOptions(owner=self.owner, hook=self.hook),
             telemetry=self.telemetry,
+            creating=creating,
         )
 
     # -- dead letters -------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """The shape of the work a saga costs on SQLite: commits and statements, counted, never timed.
 
-An in-process ``execute`` of a 3-step saga costs five commits: its creation (which also
-takes its lease), one intent per step (each carrying the previous step's outcome), and the
-completion (which also frees the lease). A transaction alone in its group opens no
-savepoint.
+An in-process ``execute`` of a 3-step saga costs four commits: its creation with the first
+step's intent (the saga is leased to this process as it is created), one intent per later
+step (each carrying the previous step's outcome), and the completion (which also frees the
+lease). A transaction alone in its group opens no savepoint.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Statements:
         await store._call(lambda conn: conn.set_trace_callback(callback))
 
 
-async def test_an_executed_three_step_saga_costs_five_commits(ledger: SQLiteStore) -> None:
+async def test_an_executed_three_step_saga_costs_four_commits(ledger: SQLiteStore) -> None:
     orch = Orchestrator(ledger, three_steps(), clock=FakeClock(), rng=random.Random(0))
     await orch.execute(plan_of(), saga_id="warm")  # migrations and caches out of the way
     statements = Statements()
@@ -82,9 +82,9 @@ async def test_an_executed_three_step_saga_costs_five_commits(ledger: SQLiteStor
     await statements(ledger, False)
 
     assert state.status is SagaStatus.COMPLETED
-    assert ledger.writer.commits - commits == 5
+    assert ledger.writer.commits - commits == 4
     begun = [s for s in statements.seen if s.startswith("BEGIN")]
-    assert len(begun) == 5
+    assert len(begun) == 4
     assert not [s for s in statements.seen if s.startswith(("SAVEPOINT", "RELEASE"))]
     # no claim and no release of their own: they ride on the creation and the completion
     assert not [s for s in statements.seen if "lease_token = ?" in s and "UPDATE" in s]
@@ -95,7 +95,7 @@ async def test_a_group_of_concurrent_sagas_shares_commits(ledger: SQLiteStore) -
     commits = ledger.writer.commits
     states = await asyncio.gather(*(orch.execute(plan_of(), saga_id=f"s{n}") for n in range(32)))
     assert {s.status for s in states} == {SagaStatus.COMPLETED}
-    assert ledger.writer.commits - commits <= 5 * 32  # never more than one at a time
+    assert ledger.writer.commits - commits <= 4 * 32  # never more than one at a time
     for n in range(32):
         owner, _, expires = await ledger.lease_of(f"s{n}") or (None, 0, None)
         assert owner is None
@@ -147,7 +147,7 @@ async def test_a_saga_that_waits_for_approval_frees_its_lease(ledger: SQLiteStor
     commits = ledger.writer.commits
     state = await orch.execute(plan, saga_id="s")
     assert state.status is SagaStatus.AWAITING_APPROVAL
-    assert ledger.writer.commits - commits == 3  # create, intent, approval request
+    assert ledger.writer.commits - commits == 2  # create with intent, approval request
     owner, _, _ = await ledger.lease_of("s") or ("?", 0, None)
     assert owner is None
     assert orch.leases.held == {}

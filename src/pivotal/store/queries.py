@@ -72,6 +72,7 @@ INSERT_SAGA_LEASED = (
     "lease_expires_at, lease_epoch, idle_passes) VALUES (" + _marks(16) + ", 1, 1) "
     "ON CONFLICT (saga_id) DO NOTHING"
 )
+SET_COMPENSATING_SINCE = "UPDATE sagas SET compensating_since = ? WHERE saga_id = ?"
 UPSERT_STEP = (
     f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(15)}) "
     "ON CONFLICT (saga_id, idx) DO UPDATE SET status = excluded.status, "

@@ -83,7 +83,10 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
     ) -> int | None:
         """``create``, with the saga leased at once to ``lease`` = (owner, ttl, now): its
         first claim rides on its creation, in one commit. The lease's epoch (1), or None
-        when a saga with this id exists already (then nothing is written)."""
+        when a saga with this id exists already (then nothing is written).
+
+        ``state`` may be past its submission (``events`` then start with it): the engine
+        creates a saga it runs at once with its first intent, in one commit."""
         owner, ttl, now = lease
         leased = (owner, _new_token(), now + ttl)
         result = await self._batch(self._creation(state, plan, provenance, events, leased))
@@ -117,7 +120,7 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
             if leased is None
             else Stmt(q.INSERT_SAGA_LEASED, (*saga, *leased), guard=True)
         )
-        return [
+        stmts = [
             Stmt(q.INSERT_PROVENANCE, (state.provenance_ref, provenance.model_dump_json())),
             insert,
             Stmt(
@@ -125,11 +128,18 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
                 [rows.step_row(state.saga_id, r) for r in state.steps],
                 many=True,
             ),
-            self._events(state, events),
-            *self._messages(state, events),
-            # leased: this process runs it now; nobody else needs waking
-            *(self._notify(state.saga_id) if leased is None else []),
         ]
+        # A saga created with the first events of its pass (its first intent, say) may
+        # carry what a later commit would write: all of it lands in the same transaction.
+        if state.approval is not None:
+            stmts.append(Stmt(q.UPSERT_APPROVAL, rows.approval_row(state.saga_id, state.approval)))
+        if state.compensating_since is not None:
+            stmts.append(Stmt(q.SET_COMPENSATING_SINCE, (state.compensating_since, state.saga_id)))
+        stmts += [Stmt(sql, p) for sql, p in rows.dead_letter_changes(state, events)]
+        stmts += [self._events(state, events), *self._messages(state, events)]
+        if leased is None:  # leased: this process runs it now; nobody else needs waking
+            stmts += self._notify(state.saga_id)
+        return stmts
 
     @staticmethod
     def _messages(state: SagaState, events: Sequence[Event]) -> list[Stmt]:
