@@ -52,6 +52,44 @@ async def test_concurrent_transactions_share_commits_and_fail_alone(tmp_path: Pa
     assert writer.commits < 200  # queued transactions were committed together
 
 
+async def test_a_group_opens_savepoints_only_after_one_of_its_jobs_failed(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def traced() -> sqlite3.Connection:
+        conn = connect(tmp_path / "db")
+        conn.set_trace_callback(seen.append)
+        return conn
+
+    writer = GroupWriter(traced, name="test")
+    await writer.call(lambda conn: None)  # connects
+
+    def insert(n: int, fail: bool = False) -> Callable[[sqlite3.Connection], int]:
+        def work(conn: sqlite3.Connection) -> int:
+            conn.execute("INSERT INTO t (n) VALUES (?)", (n,))
+            if fail:
+                raise ValueError("refused")
+            return n
+
+        return work
+
+    ok = await asyncio.gather(*(writer.transaction(insert(n)) for n in range(100)))
+    assert ok == list(range(100))
+    assert writer.commits < 100  # grouped ...
+    assert not [s for s in seen if s.startswith("SAVEPOINT")]  # ... and no savepoint opened
+
+    seen.clear()
+    jobs = [writer.transaction(insert(n, fail=n == 150)) for n in range(100, 200)]
+    results = await asyncio.gather(*jobs, return_exceptions=True)
+    writer.stop()
+    assert isinstance(results[50], ValueError)
+    assert [r for r in results if not isinstance(r, BaseException)] == [
+        n for n in range(100, 200) if n != 150
+    ]
+    assert [s for s in seen if s.startswith("SAVEPOINT")]  # the failing group ran again, careful
+    rows = [n for (n,) in sqlite3.connect(tmp_path / "db").execute("SELECT n FROM t ORDER BY n")]
+    assert rows == [n for n in range(200) if n != 150]
+
+
 async def test_a_failing_transaction_raises_and_the_writer_goes_on(tmp_path: Path) -> None:
     writer = GroupWriter(lambda: connect(tmp_path / "db"), name="test")
     with pytest.raises(sqlite3.OperationalError):

@@ -179,11 +179,32 @@ class GroupWriter:
         """Run the jobs, then commit; return why all was lost, if it was.
 
         A job alone in its group needs no savepoint: when it fails, the whole transaction
-        (its own) is rolled back. In a group each job runs in its savepoint, so that a
-        failing one takes nothing else with it.
+        (its own) is rolled back. A group runs first without savepoints; when a job fails
+        (a refused fence, say: rare), the whole transaction is rolled back and the group
+        runs again with a savepoint per job, so that the failing one takes nothing else
+        with it. A job's work is its statements only, so running it twice is safe.
         """
         if len(group) == 1:
             return GroupWriter._run_alone(conn, group[0])
+        try:
+            for job in group:
+                job.result = job.work(conn)
+            conn.execute("COMMIT")
+        except BaseException:  # the careful run below tells which job failed
+            for job in group:
+                job.result = None
+            try:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                return exc
+            return GroupWriter._run_with_savepoints(conn, group)
+        return None
+
+    @staticmethod
+    def _run_with_savepoints(conn: sqlite3.Connection, group: list[_Job]) -> BaseException | None:
+        """Each job in its savepoint: a failing one is rolled back alone."""
         try:
             for job in group:
                 conn.execute("SAVEPOINT job")
