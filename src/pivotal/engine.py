@@ -576,7 +576,8 @@ class SagaRun:
             self._hook(Point.AFTER_INTENT, index)
             call = self._call(ctx)
             with self.telemetry.call(call):
-                ctx = replace(ctx, traceparent=call.traceparent)
+                if call.traceparent != ctx.traceparent:  # an observer started a span
+                    ctx = replace(ctx, traceparent=call.traceparent)
                 try:
                     result = await self._bounded(step.action(args, ctx), step.timeout)
                 except Exception as exc:
@@ -723,7 +724,8 @@ class SagaRun:
         self._hook(Point.AFTER_UNDO_INTENT, index)
         call = self._call(ctx, undo=True)
         with self.telemetry.call(call):
-            ctx = replace(ctx, traceparent=call.traceparent)
+            if call.traceparent != ctx.traceparent:
+                ctx = replace(ctx, traceparent=call.traceparent)
             try:
                 result = self.state.steps[index].result
                 note = await self._bounded(step.undo(args, result, ctx), step.timeout)

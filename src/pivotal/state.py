@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
@@ -244,6 +244,31 @@ def _submitted(event: Event) -> SagaState:
     )
 
 
+def _copier(cls: type[Any]) -> Callable[[Any, dict[str, Any]], Any]:
+    """``dataclasses.replace`` for one class, made once: ``copy(obj, changes)``.
+
+    ``replace`` looks up every field of the class on each call; folding events copies a
+    state and a step record per event, so this is the engine's most frequent allocation.
+    """
+    names = [f.name for f in fields(cls)]
+    known = frozenset(names)
+    body = ", ".join(f"{n}=c[{n!r}] if {n!r} in c else o.{n}" for n in names)
+    source = (
+        "def copy(o, c):\n"
+        "    if not known.issuperset(c):\n"
+        "        raise TypeError(f'{cls.__name__} has no field {sorted(set(c) - known)}')\n"
+        f"    return cls({body})\n"
+    )
+    namespace: dict[str, Any] = {"cls": cls, "known": known}
+    exec(source, namespace)  # the source is built from the class's own fields
+    copy: Callable[[Any, dict[str, Any]], Any] = namespace["copy"]
+    return copy
+
+
+_copy_state = _copier(SagaState)
+_copy_step = _copier(StepRecord)
+
+
 def apply(state: SagaState | None, event: Event) -> SagaState:
     """Fold one event into the state. Pure: the engine and ``replay`` share it.
 
@@ -256,7 +281,9 @@ def apply(state: SagaState | None, event: Event) -> SagaState:
     if state is None:
         raise ValueError(f"{t.value} before saga_submitted")
     changed = _changes(state, event)
-    return replace(state, version=state.version + 1, updated_at=event.at, **changed)
+    changed["version"], changed["updated_at"] = state.version + 1, event.at
+    result: SagaState = _copy_state(state, changed)
+    return result
 
 
 def _changes(s: SagaState, event: Event) -> dict[str, Any]:
@@ -270,7 +297,7 @@ def _changes(s: SagaState, event: Event) -> dict[str, Any]:
         if t in _OUTCOMES:
             out["outcomes"] = changes["seq"] = s.outcomes + 1
         steps = list(s.steps)
-        steps[event.step] = replace(steps[event.step], **changes)
+        steps[event.step] = _copy_step(steps[event.step], changes)
         out["steps"] = tuple(steps)
         if s.status is SagaStatus.SUBMITTED:
             out["status"] = SagaStatus.RUNNING
