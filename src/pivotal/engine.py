@@ -135,12 +135,13 @@ class Creation:
     effect: every action's intent is committed first.
 
     ``create(state, events, leased)`` writes it, leased to this process when ``leased``
-    (the pass goes on) or free (this commit ends the pass); False when a saga with this id
-    exists already. ``created(leased)`` is told once it is in the ledger.
+    (the pass goes on) or free (this commit ends the pass); None or False when a saga with
+    this id exists already (the store's ``create_leased`` and ``create`` say so each their
+    way). ``created(leased)`` is told once it is in the ledger.
     """
 
     submitted: Event
-    create: Callable[[SagaState, list[Event], bool], Awaitable[bool]]
+    create: Callable[[SagaState, list[Event], bool], Awaitable[object]]
     created: Callable[[bool], None]
 
 
@@ -155,6 +156,25 @@ class Suspended(Exception):
 
 class SagaRun:
     """One pass of one saga under a lease ``epoch`` (None: fenced by version only)."""
+
+    __slots__ = (
+        "_broken",
+        "_committed",
+        "_creating",
+        "_lock",
+        "_pending",
+        "_raw_args",
+        "catalogue",
+        "clock",
+        "epoch",
+        "options",
+        "plan",
+        "provenance",
+        "rng",
+        "state",
+        "store",
+        "telemetry",
+    )
 
     def __init__(
         self,
@@ -189,8 +209,9 @@ class SagaRun:
         self._pending: list[Event] = [creating.submitted] if creating is not None else []
         self._committed = state
         self._broken: BaseException | None = None
-        self._calls = plan.calls()
-        self._args: dict[int, BaseModel] = {}
+        # each call's arguments as planned; parsed when used, never kept (thousands of passes
+        # may wait at once: each keeps only what it needs)
+        self._raw_args = [flat.call.args for flat in plan.calls()]
 
     # -- ledger writes ------------------------------------------------------------------
 
@@ -240,10 +261,14 @@ class SagaRun:
         releasing = self._releasing(after)
         freed = releasing is not None  # this commit frees the lease too
         try:
-            if self._creating is not None:
+            if (creation := self._creating) is not None:
                 before = None
                 freed = self.options.on_release is not None and _ends_pass(after)
-                await self._create(self._creating, after, events, leased=not freed)
+                made = await creation.create(after, events, not freed)
+                if made is None or made is False:
+                    raise AlreadyCreated(f"saga {after.saga_id} exists already")
+                self._creating = None
+                creation.created(not freed)
             elif releasing is not None and self.epoch is not None:
                 await releasing(self.store, self._committed, after, events, self.epoch)
             else:
@@ -256,15 +281,6 @@ class SagaRun:
         if freed and self.options.on_release is not None:
             self.options.on_release()
         self.telemetry.committed(before, after, events)
-
-    async def _create(
-        self, creation: Creation, after: SagaState, events: list[Event], *, leased: bool
-    ) -> None:
-        """The first commit of a saga not yet in the ledger: it creates the saga."""
-        if not await creation.create(after, events, leased):
-            raise AlreadyCreated(f"saga {after.saga_id} exists already")
-        self._creating = None
-        creation.created(leased)
 
     def _releasing(self, after: SagaState) -> _CommitAndRelease | None:
         """How to commit ``after`` and free the lease at once, when this commit ends the
@@ -289,9 +305,7 @@ class SagaRun:
         return self.catalogue[self.state.steps[index].name]
 
     def args_of(self, index: int) -> BaseModel:
-        if index not in self._args:
-            self._args[index] = self.step_of(index).parse_args(self._calls[index].call.args)
-        return self._args[index]
+        return self.step_of(index).parse_args(self._raw_args[index])
 
     def _args_or_error(self, index: int) -> BaseModel | str:
         """The step's arguments, or why they cannot be had (the catalogue changed since the
@@ -360,30 +374,29 @@ class SagaRun:
 
     async def drive(self) -> SagaState:
         """Advance the saga until it ends, waits for a person, or the pass is suspended
-        (a retry not yet due, or the worker stopping): its state so far is committed."""
-        with self.telemetry.saga_pass(self.state, self.options.owner):
-            return await self._drive_reloading()
+        (a retry not yet due, or the worker stopping): its state so far is committed.
 
-    async def _drive_reloading(self) -> SagaState:
+        A version conflict (a decision written meanwhile) starts over from the ledger."""
         conflicts = 0
-        while True:
-            try:
+        with self.telemetry.saga_pass(self.state, self.options.owner):
+            while True:
                 try:
-                    return await self._drive()
-                except Suspended:
-                    await self.flush()
-                    return self.state
-                except VersionConflict:
-                    raise
-                except Exception:  # keep an outcome held back for the next commit
-                    with contextlib.suppress(Exception):
+                    try:
+                        return await self._drive()
+                    except Suspended:
                         await self.flush()
-                    raise
-            except VersionConflict:
-                conflicts += 1
-                if conflicts > _MAX_RELOADS:
-                    raise
-                await self._reload()
+                        return self.state
+                    except VersionConflict:
+                        raise
+                    except Exception:  # keep an outcome held back for the next commit
+                        with contextlib.suppress(Exception):
+                            await self.flush()
+                        raise
+                except VersionConflict:
+                    conflicts += 1
+                    if conflicts > _MAX_RELOADS:
+                        raise
+                    await self._reload()
 
     async def park(self, reason: str) -> SagaState:
         """Stop the saga for a person (a poison saga): ``needs_human`` with the reason."""

@@ -6,7 +6,7 @@ import functools
 import random
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 
@@ -233,22 +233,21 @@ class Orchestrator:
         # whatever the pass records first), leased to this process: epoch 1.
         lease = Lease(state.saga_id, 1, self.lease_ttl, in_ledger=False)
 
-        async def write(after: SagaState, events: list[Event], leased: bool) -> bool:
+        def write(after: SagaState, events: list[Event], leased: bool) -> Awaitable[object]:
             if not leased:  # that commit ends the pass: nothing to hold
-                return await self.store.create(after, plan, plan.provenance, events)
+                return self.store.create(after, plan, plan.provenance, events)
             terms = (self.owner, self.lease_ttl, self.clock.now())
-            epoch = await create(self.store, after, plan, plan.provenance, events, terms)
-            return epoch is not None
+            return create(self.store, after, plan, plan.provenance, events, terms)  # type: ignore[no-any-return]
 
         def written(leased: bool) -> None:
             if leased:
                 self.leases.keep(lease)
 
         creation = Creation(event, write, written)
-        fresh = StoredSaga(state, plan, 1, None)  # as a claim leaves it: one pass begun
+        fresh = StoredSaga(state, plan, 1, None)
         async with self.leases.holding(lease):
             releasing = self._releasing(lease, options)
-            work = self.drive(state.saga_id, 1, releasing, stored=fresh, creating=creation)
+            work = self._pass(fresh, 1, releasing, creation).drive()  # fresh: never poison
             try:
                 return await self.leases.guard(lease, work)
             except AlreadyCreated:

@@ -19,7 +19,7 @@ import contextlib
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -69,13 +69,13 @@ class GroupWriter:
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
-    async def call(self, work: Work) -> Any:
+    def call(self, work: Work) -> Coroutine[Any, Any, Any]:
         """Run ``work(conn)`` alone, outside any transaction."""
-        return await self._submit(work, transaction=False)
+        return self._submit(work, transaction=False)
 
-    async def transaction(self, work: Work) -> Any:
+    def transaction(self, work: Work) -> Coroutine[Any, Any, Any]:
         """Run ``work(conn)`` in a transaction, committed (perhaps with others) before return."""
-        return await self._submit(work, transaction=True)
+        return self._submit(work, transaction=True)
 
     async def _submit(self, work: Work, *, transaction: bool) -> Any:
         loop = asyncio.get_running_loop()
