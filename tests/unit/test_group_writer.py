@@ -13,6 +13,7 @@ import pytest
 
 from pivotal import FakeClock, Orchestrator, Plan, SQLiteStore, StoreError
 from pivotal.examples.commerce import CommerceApp
+from pivotal.store.primitives import Stmt
 from pivotal.store.writer import GroupWriter
 
 
@@ -217,3 +218,29 @@ async def test_a_full_disk_fails_the_store_write_with_store_error_and_the_store_
         assert loaded is not None
         assert loaded.plan == big
         assert await store.load("s1") is not None
+
+
+async def test_statements_built_on_the_writer_thread_fail_alone_when_building_fails(
+    tmp_path: Path,
+) -> None:
+    """A store builds a write's statements when its transaction runs (nothing is kept while
+    it waits): a build that raises fails its own write with that error, and nothing else."""
+    async with SQLiteStore(tmp_path / "ledger.db") as store:
+        await store._batch([Stmt("CREATE TABLE t (n INTEGER PRIMARY KEY)")])
+        built_on: list[str] = []
+
+        def build(n: int) -> list[Stmt]:
+            built_on.append(threading.current_thread().name)
+            if n == 7:
+                raise ValueError("not JSON")
+            return [Stmt("INSERT INTO t (n) VALUES (?)", (n,))]
+
+        results = await asyncio.gather(
+            *(store._batch_built(lambda n=n: build(n)) for n in range(20)),
+            return_exceptions=True,
+        )
+        assert isinstance(results[7], ValueError)
+        assert sum(isinstance(r, BaseException) for r in results) == 1
+        assert threading.current_thread().name not in built_on
+        rows = await store._fetch("SELECT n FROM t ORDER BY n")
+    assert [n for (n,) in rows] == [n for n in range(20) if n != 7]

@@ -54,6 +54,12 @@ class SQLPrimitives(ABC):
     @abstractmethod
     def _snapshot(self) -> AbstractAsyncContextManager[Fetch]: ...
 
+    async def _batch_built(self, build: Callable[[], Sequence[Stmt]]) -> BatchResult:
+        """``_batch`` of the statements ``build()`` returns. A backend that queues its
+        writes (SQLite's writer thread) builds them only when it runs them, so a write
+        waiting its turn keeps no rows; ``build`` must only read what it was given."""
+        return await self._batch(build())
+
     async def _reading(self, read: Callable[[Fetch], Awaitable[T]]) -> T:
         """Run ``read`` against one snapshot (a backend may retry it after a lost link)."""
         async with self._snapshot() as fetch:

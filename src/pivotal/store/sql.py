@@ -70,7 +70,9 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
     async def create(
         self, state: SagaState, plan: Plan, provenance: Provenance, events: Sequence[Event]
     ) -> bool:
-        result = await self._batch(self._creation(state, plan, provenance, events, None))
+        result = await self._batch_built(
+            lambda: self._creation(state, plan, provenance, events, None)
+        )
         return not result.stopped
 
     async def create_leased(
@@ -89,7 +91,9 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         creates a saga it runs at once with its first intent, in one commit."""
         owner, ttl, now = lease
         leased = (owner, _new_token(), now + ttl)
-        result = await self._batch(self._creation(state, plan, provenance, events, leased))
+        result = await self._batch_built(
+            lambda: self._creation(state, plan, provenance, events, leased)
+        )
         return None if result.stopped else 1
 
     def _creation(
@@ -200,6 +204,23 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         *,
         release: bool,
     ) -> None:
+        try:
+            await self._batch_built(lambda: self._changes(before, after, events, epoch, release))
+        except LeaseLost as exc:
+            if await self._landed(after, events, epoch):
+                return
+            raise await self._refusal(before, epoch, exc) from exc
+
+    def _changes(
+        self,
+        before: SagaState,
+        after: SagaState,
+        events: Sequence[Event],
+        epoch: int | None,
+        release: bool,
+    ) -> list[Stmt]:
+        """The statements of one commit: the saga fenced by version (and epoch), what
+        changed of its steps, approval and dead letters, its events and their messages."""
         params: tuple[Any, ...] = (
             after.status.value,
             after.reason,
@@ -233,12 +254,7 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         stmts += self._messages(after, events)
         if epoch is None:  # a decision from outside a worker (approval, operator)
             stmts += self._notify(after.saga_id)
-        try:
-            await self._batch(stmts)
-        except LeaseLost as exc:
-            if await self._landed(after, events, epoch):
-                return
-            raise await self._refusal(before, epoch, exc) from exc
+        return stmts
 
     async def _landed(self, after: SagaState, events: Sequence[Event], epoch: int | None) -> bool:
         """Whether a refused write is in fact our own, landed by an earlier try whose reply

@@ -67,9 +67,13 @@ class SQLiteStore(SQLStore):
         return result
 
     async def _batch(self, stmts: Sequence[Stmt]) -> BatchResult:
+        return await self._batch_built(lambda: stmts)
+
+    async def _batch_built(self, build: Callable[[], Sequence[Stmt]]) -> BatchResult:
+        """The statements are built on the writer thread, when their transaction runs."""
         try:
             result: BatchResult = await self.writer.transaction(
-                lambda conn: self._run_batch(conn, stmts)
+                lambda conn: self._run_batch(conn, build())
             )
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
