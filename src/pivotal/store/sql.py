@@ -10,6 +10,7 @@ statements come from its ``Dialect``. The planning operations come from ``SQLPla
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import os
 import uuid
@@ -70,9 +71,8 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
     async def create(
         self, state: SagaState, plan: Plan, provenance: Provenance, events: Sequence[Event]
     ) -> bool:
-        result = await self._batch_built(
-            lambda: self._creation(state, plan, provenance, events, None)
-        )
+        build = functools.partial(self._creation, state, plan, provenance, events, None)
+        result = await self._batch_built(build)
         return not result.stopped
 
     async def create_leased(
@@ -91,9 +91,8 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         creates a saga it runs at once with its first intent, in one commit."""
         owner, ttl, now = lease
         leased = (owner, _new_token(), now + ttl)
-        result = await self._batch_built(
-            lambda: self._creation(state, plan, provenance, events, leased)
-        )
+        build = functools.partial(self._creation, state, plan, provenance, events, leased)
+        result = await self._batch_built(build)
         return None if result.stopped else 1
 
     def _creation(
@@ -204,8 +203,10 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         *,
         release: bool,
     ) -> None:
+        # a partial, not a closure: no cell per local of this frame while the write waits
+        build = functools.partial(self._changes, before, after, events, epoch, release)
         try:
-            await self._batch_built(lambda: self._changes(before, after, events, epoch, release))
+            await self._batch_built(build)
         except LeaseLost as exc:
             if await self._landed(after, events, epoch):
                 return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -73,11 +74,16 @@ class SQLiteStore(SQLStore):
         """The statements are built on the writer thread, when their transaction runs."""
         try:
             result: BatchResult = await self.writer.transaction(
-                lambda conn: self._run_batch(conn, build())
+                functools.partial(self._run_built, build)
             )
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
         return result
+
+    def _run_built(
+        self, build: Callable[[], Sequence[Stmt]], conn: sqlite3.Connection
+    ) -> BatchResult:
+        return self._run_batch(conn, build())
 
     @asynccontextmanager
     async def _snapshot(self) -> AsyncIterator[Fetch]:
