@@ -176,17 +176,15 @@ class Orchestrator:
         options: RunOptions | None = None,
         *,
         stored: StoredSaga | None = None,
-        creating: Creation | None = None,
     ) -> SagaState:
         """One pass over a saga whose lease the caller holds at ``epoch`` (``stored``: its
-        ledger state, when the caller has it already; ``creating``: the saga is not in the
-        ledger yet, and the pass's first commit creates it).
+        ledger state, when the caller has it already).
 
         A saga whose last ``poison_after`` passes all ended without progress (each crashed
         or failed before recording anything) is parked ``needs_human`` instead.
         """
         stored = stored or await self.get(saga_id)
-        run = self._pass(stored, epoch, options, creating)
+        run = self._pass(stored, epoch, options)
         status = stored.state.status
         if stored.idle_passes > self.poison_after and status in _RUNNABLE:
             why = f"; the last one: {stored.last_error}" if stored.last_error else ""
