@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import random
 import re
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
 from dataclasses import replace
 
 from pivotal.app import App
@@ -46,6 +48,11 @@ _SAGA_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
 _RUNNABLE = (SagaStatus.SUBMITTED, SagaStatus.RUNNING, SagaStatus.COMPENSATING)
 
+# True inside a pass admitted by ``Orchestrator.execute`` or ``run`` (and in what its steps
+# call or start): a saga started from a step is admitted at once, never queued behind the
+# pass that waits for it.
+_admitted: ContextVar[bool] = ContextVar("pivotal_admitted", default=False)
+
 
 def _trace(traceparent: str | None) -> dict[str, str]:
     return {"traceparent": traceparent} if traceparent else {}
@@ -81,7 +88,12 @@ class Orchestrator:
         hook: Hook | None = None,
         poison_after: int = 5,
         telemetry: Telemetry | Sequence[Telemetry] = (),
+        max_active: int | None = 1000,
     ) -> None:
+        if max_active is not None and (
+            isinstance(max_active, bool) or not isinstance(max_active, int) or max_active < 1
+        ):
+            raise InvalidInput(f"max_active must be a whole number >= 1 or None: {max_active!r}")
         self.store = store
         self.app = app if isinstance(app, App) else App([app], name=app.name)
         self.clock = clock or SystemClock()
@@ -93,6 +105,8 @@ class Orchestrator:
         self.leases = LeaseKeeper(store, self.owner, self.clock)
         observers = [telemetry] if isinstance(telemetry, Telemetry) else list(telemetry)
         self.telemetry = Observers(observers)  # metrics, traces, log fields; contained
+        # passes run by execute/run at once; more wait their turn holding only their call
+        self._active = asyncio.Semaphore(max_active) if max_active is not None else None
 
     # -- submission ---------------------------------------------------------------------
 
@@ -161,10 +175,26 @@ class Orchestrator:
             raise SagaNotFound(f"no saga {saga_id!r}")
         return stored
 
+    async def _admit(self, work: Callable[[], Awaitable[SagaState]]) -> SagaState:
+        """Run ``work`` once fewer than ``max_active`` passes of ``execute``/``run`` are
+        under way; a call from inside one of them (a step that starts a saga) goes at once."""
+        gate = self._active
+        if gate is None or _admitted.get():
+            return await work()
+        async with gate:
+            token = _admitted.set(True)
+            try:
+                return await work()
+            finally:
+                _admitted.reset(token)
+
     async def run(self, saga_id: str, *, options: RunOptions | None = None) -> SagaState:
         """Lease the saga and drive it in this process until it ends, waits for a person,
         or (with ``options.max_inline_wait``) waits for a retry that is not yet due. The
         lease is renewed while the saga runs; if it is taken over, the pass stops at once."""
+        return await self._admit(functools.partial(self._run, saga_id, options))
+
+    async def _run(self, saga_id: str, options: RunOptions | None) -> SagaState:
         async with self.lease(saga_id) as lease:
             work = self.drive(saga_id, lease.epoch, self._releasing(lease, options))
             return await self.leases.guard(lease, work)
@@ -214,7 +244,16 @@ class Orchestrator:
 
         With a store that can (``create_leased``), the saga is created already leased to
         this process, and its pass starts from the state just written: no claim, no read.
+
+        At most ``max_active`` passes of ``execute`` and ``run`` go on at once in this
+        orchestrator; more calls wait their turn, in order, before anything is checked or
+        written (a saga started from inside a step never waits).
         """
+        return await self._admit(functools.partial(self._execute, plan, saga_id, options))
+
+    async def _execute(
+        self, plan: Plan, saga_id: str | None, options: RunOptions | None
+    ) -> SagaState:
         create = getattr(type(self.store), "create_leased", None)
         if create is None:
             state = await self.submit(plan, saga_id=saga_id)
