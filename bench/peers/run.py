@@ -157,6 +157,18 @@ def sqlite_rounds(sizes: Sizes, work: Path) -> dict[str, list[summary.Result]]:
         ):
             res = run_one(command(RAW, fresh_db(RAW, work), "--mode", mode, "--sagas", n))
             runs.setdefault(base, []).append(res)
+        for case, in_flight, n in cases[1:]:
+            cmd = command(
+                RAW,
+                fresh_db(RAW, work),
+                "--mode",
+                "grouped",
+                "--sagas",
+                n,
+                "--in-flight",
+                in_flight,
+            )
+            runs.setdefault(f"raw/grouped-{case}", []).append(run_one(cmd))
         for case, in_flight, n in cases:
             for system in PEERS:
                 cmd = command(
@@ -235,6 +247,19 @@ def report_sqlite(
             *sync_cells("lean"),
         ]
     )
+    rows.append(
+        [
+            "raw sqlite3 grouped saga: Pivotal's rows, no engine",
+            "",
+            *[
+                summary.fmt_spread(summary.rates(runs, f"raw/grouped-{c}"))
+                for c in ("c32", "c1000")
+            ],
+            "",
+            "",
+            "",
+        ]
+    )
     print()
     print(
         f"SQLite, WAL, synchronous=FULL (agent-saga: fsync'd JSON-lines log); "
@@ -278,6 +303,22 @@ def report_sqlite(
             "",
         ]
     )
+    for name in ("pivotal", AGENT_SAGA.name):
+        ratio_rows.append(
+            [
+                f"{'Pivotal' if name == 'pivotal' else name} / grouped raw saga",
+                "",
+                *[
+                    summary.fmt_ratio(
+                        summary.same_round_ratios(
+                            summary.rates(runs, f"{name}/{c}"),
+                            summary.rates(runs, f"raw/grouped-{c}"),
+                        )
+                    )
+                    for c in ("c32", "c1000")
+                ],
+            ]
+        )
     print()
     print("Same-round ratios, median (min-max):")
     print(summary.table(["ratio", "one at a time", "32 in flight", "1,000 in flight"], ratio_rows))
