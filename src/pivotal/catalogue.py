@@ -378,11 +378,13 @@ class Catalogue:
         return self.step(StepKind.RETRIABLE, undo=undo, **options)
 
     def get(self, name: str) -> Step | None:
-        self._require_undos()
+        if self._without_undo:
+            self._require_undos()
         return self._steps.get(name)
 
     def __getitem__(self, name: str) -> Step:
-        self._require_undos()
+        if self._without_undo:
+            self._require_undos()
         return self._steps[name]
 
     def __contains__(self, name: object) -> bool:

@@ -162,6 +162,7 @@ class SagaRun:
         "_committed",
         "_creating",
         "_lock",
+        "_parsed",
         "_pending",
         "_raw_args",
         "catalogue",
@@ -189,6 +190,7 @@ class SagaRun:
         options: RunOptions | None = None,
         telemetry: Telemetry | None = None,
         creating: Creation | None = None,
+        args: list[BaseModel | None] | None = None,
     ) -> None:
         self.store = store
         self.catalogue = catalogue
@@ -212,6 +214,8 @@ class SagaRun:
         # each call's arguments as planned; parsed when used, never kept (thousands of passes
         # may wait at once: each keeps only what it needs)
         self._raw_args = [flat.call.args for flat in plan.calls()]
+        # arguments the validator just parsed, each handed out once instead of parsing again
+        self._parsed = args
 
     # -- ledger writes ------------------------------------------------------------------
 
@@ -305,6 +309,10 @@ class SagaRun:
         return self.catalogue[self.state.steps[index].name]
 
     def args_of(self, index: int) -> BaseModel:
+        parsed = self._parsed
+        if parsed is not None and index < len(parsed) and (args := parsed[index]) is not None:
+            parsed[index] = None
+            return args
         return self.step_of(index).parse_args(self._raw_args[index])
 
     def _args_or_error(self, index: int) -> BaseModel | str:
@@ -352,6 +360,8 @@ class SagaRun:
 
     @staticmethod
     async def _bounded(call: Awaitable[Any], limit: float | None) -> Any:
+        if limit is None:
+            return await call
         async with asyncio.timeout(limit):
             return await call
 

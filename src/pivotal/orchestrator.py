@@ -12,6 +12,8 @@ from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import replace
 
+from pydantic import BaseModel
+
 from pivotal.app import App
 from pivotal.catalogue import Catalogue, StepKind
 from pivotal.clock import Clock, SystemClock
@@ -41,7 +43,7 @@ from pivotal.state import (
 )
 from pivotal.store.base import DeadLetter, Store, StoredSaga
 from pivotal.telemetry import Observers, Telemetry
-from pivotal.validation import validate
+from pivotal.validation import checked
 
 _SAGA_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
@@ -121,7 +123,7 @@ class Orchestrator:
         if existing is None:
             # Validated once, when first submitted: a resubmission of the same plan returns
             # the saga even if its preconditions no longer hold (it may have run since).
-            state, event = self._submission(plan, saga_id)
+            state, event, _ = self._submission(plan, saga_id)
             if await self.store.create(state, plan, plan.provenance, [event]):
                 self.telemetry.committed(None, state, [event])
                 return state
@@ -136,11 +138,13 @@ class Orchestrator:
             )
         return existing
 
-    def _submission(self, plan: Plan, saga_id: str | None) -> tuple[SagaState, Event]:
-        """The state and event of a new saga for ``plan``; ``PlanRejected`` when the plan
-        does not validate."""
+    def _submission(
+        self, plan: Plan, saga_id: str | None
+    ) -> tuple[SagaState, Event, list[BaseModel | None]]:
+        """The state and event of a new saga for ``plan``, and its calls' arguments as
+        parsed; ``PlanRejected`` when the plan does not validate."""
         catalogue = self.app.catalogue(plan.catalogue)
-        errors = validate(plan, catalogue, facts=self.app.facts)
+        errors, args = checked(plan, catalogue, facts=self.app.facts)
         if errors:
             raise PlanRejected(errors)
         saga_id = saga_id or new_saga_id()
@@ -165,7 +169,7 @@ class Orchestrator:
                 ],
             },
         )
-        return apply(None, event), event
+        return apply(None, event), event, args
 
     # -- execution ----------------------------------------------------------------------
 
@@ -260,7 +264,7 @@ class Orchestrator:
             return await self.run(state.saga_id, options=options)
         _check_id(saga_id)
         try:
-            state, event = self._submission(plan, saga_id)
+            state, event, args = self._submission(plan, saga_id)
         except PlanRejected:
             # a resubmission is not validated again (see ``submit``): it runs what exists
             if saga_id is None or await self.store.load(saga_id) is None:
@@ -284,7 +288,7 @@ class Orchestrator:
         fresh = StoredSaga(state, plan, 1, None)
         async with self.leases.holding(lease):
             releasing = self._releasing(lease, options)
-            work = self._pass(fresh, 1, releasing, creation).drive()  # fresh: never poison
+            work = self._pass(fresh, 1, releasing, creation, args).drive()  # never poison
             try:
                 return await self.leases.guard(lease, work)
             except AlreadyCreated:
@@ -302,6 +306,7 @@ class Orchestrator:
         epoch: int | None,
         options: RunOptions | None = None,
         creating: Creation | None = None,
+        args: list[BaseModel | None] | None = None,
     ) -> SagaRun:
         return SagaRun(
             self.store,
@@ -314,6 +319,7 @@ class Orchestrator:
             options=options or RunOptions(owner=self.owner, hook=self.hook),
             telemetry=self.telemetry,
             creating=creating,
+            args=args,
         )
 
     # -- dead letters -------------------------------------------------------------------

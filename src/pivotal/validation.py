@@ -6,10 +6,10 @@ import difflib
 import json
 from collections.abc import Callable, Mapping
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from pivotal.catalogue import KIND_ORDER, Catalogue, StepKind
-from pivotal.plan import ParallelGroup, Plan, PlanLimits
+from pivotal.plan import FlatCall, ParallelGroup, Plan, PlanLimits
 from pivotal.plan_errors import ErrorCode, PlanError
 from pivotal.rules import PlanView
 
@@ -19,7 +19,8 @@ FactSource = Callable[[Mapping[str, object]], Mapping[str, object]]
 """The app's ``facts(context)``: what trusted systems know about a plan's subject."""
 
 
-def _unknown_step(catalogue: Catalogue, name: str, undo_names: set[str]) -> tuple[ErrorCode, str]:
+def _unknown_step(catalogue: Catalogue, name: str) -> tuple[ErrorCode, str]:
+    undo_names = {getattr(s.undo, "__name__", "") for s in catalogue if s.undo is not None}
     if name in undo_names:
         return (
             ErrorCode.UNDO_NOT_CALLABLE,
@@ -53,6 +54,19 @@ def validate(
     ``facts`` (the app's trusted facts, asked with what the plan's calls agree on, e.g. its
     ``order_id``) for the rules that need them.
     """
+    return checked(plan, catalogue, preconditions=preconditions, facts=facts)[0]
+
+
+def checked(
+    plan: Plan,
+    catalogue: Catalogue,
+    *,
+    preconditions: bool = True,
+    facts: FactSource | None = None,
+) -> tuple[list[PlanError], list[BaseModel | None]]:
+    """``validate``, and each call's arguments as its model parsed them (None where they
+    did not parse), so that a plan run at once need not parse them again."""
+    parsed_args: list[BaseModel | None] = []
     errors: list[PlanError] = []
     if plan.catalogue != catalogue.name:
         errors.append(
@@ -63,28 +77,28 @@ def validate(
                 path="catalogue",
             )
         )
-        return errors
+        return errors, parsed_args
     calls = plan.calls()
-    errors.extend(_limits(plan, catalogue.limits, len(calls)))
+    errors.extend(_limits(plan, catalogue.limits, calls))
     if len(calls) > catalogue.limits.max_steps:
-        return errors  # nothing else of a plan with too many calls is read
+        return errors, parsed_args  # nothing else of a plan with too many calls is read
     if not calls:
         errors.append(PlanError(ErrorCode.EMPTY_PLAN, "the plan has no steps", path="steps"))
     errors.extend(_empty_groups(plan))
 
-    undo_names = {getattr(s.undo, "__name__", "") for s in catalogue if s.undo is not None}
     highest: tuple[int, int, str] | None = None  # (kind rank, index, name) seen so far
     pivots: list[int] = []
     for flat in calls:
         name = flat.call.name
         step = catalogue.get(name)
+        parsed_args.append(None)
         if step is None:
-            code, message = _unknown_step(catalogue, name, undo_names)
+            code, message = _unknown_step(catalogue, name)
             errors.append(PlanError(code, message, flat.index, f"{flat.path}.name", name))
             continue
         args_ok = True
         try:
-            parsed = step.parse_args(flat.call.args)
+            parsed = parsed_args[-1] = step.parse_args(flat.call.args)
         except ValidationError as exc:
             args_ok = False
             for err in exc.errors(include_url=False):
@@ -177,7 +191,7 @@ def validate(
                 )
     if catalogue.rules and not errors:  # each call first, then the plan as a whole
         errors.extend(check_rules(plan, catalogue, facts))
-    return errors
+    return errors, parsed_args
 
 
 def plan_context(plan: Plan) -> dict[str, object]:
@@ -231,13 +245,13 @@ def check_rules(
     return errors
 
 
-def _limits(plan: Plan, limits: PlanLimits, calls: int) -> list[PlanError]:
+def _limits(plan: Plan, limits: PlanLimits, calls: list[FlatCall]) -> list[PlanError]:
     out: list[PlanError] = []
-    if calls > limits.max_steps:
+    if len(calls) > limits.max_steps:
         out.append(
             PlanError(
                 ErrorCode.TOO_MANY_STEPS,
-                f"the plan has {calls} calls; at most {limits.max_steps} are allowed",
+                f"the plan has {len(calls)} calls; at most {limits.max_steps} are allowed",
                 path="steps",
             )
         )
@@ -251,8 +265,10 @@ def _limits(plan: Plan, limits: PlanLimits, calls: int) -> list[PlanError]:
                 path="rationale",
             )
         )
-    for flat in plan.calls():
+    for flat in calls:
         for name, value in flat.call.args.items():
+            if _surely_fits(value, limits.max_argument):
+                continue
             size = len(json.dumps(value, default=str))
             if size > limits.max_argument:
                 out.append(
@@ -266,6 +282,19 @@ def _limits(plan: Plan, limits: PlanLimits, calls: int) -> list[PlanError]:
                     )
                 )
     return out
+
+
+def _surely_fits(value: object, limit: int) -> bool:
+    """True when ``value``'s JSON is certainly within ``limit`` characters without encoding
+    it: a bool, None, a float, an int of fewer than 20 digits, or a string short enough
+    that even escaping every character (6 each, \\uXXXX) and its quotes would fit."""
+    if value is None or isinstance(value, bool | float):
+        return limit >= 24  # the longest float repr, e.g. -1.2345678901234567e-308
+    if isinstance(value, int):
+        return -(10**19) < value < 10**19 and limit >= 20
+    if isinstance(value, str):
+        return 6 * len(value) + 2 <= limit
+    return False
 
 
 def _kind_at(rank: int) -> str:

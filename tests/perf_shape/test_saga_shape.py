@@ -12,10 +12,10 @@ import asyncio
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from pivotal import Catalogue, Orchestrator, SagaStatus, SQLiteStore, StepContext, parse_plan
 from pivotal.clock import FakeClock
@@ -191,3 +191,45 @@ async def test_a_crash_mid_way_leaves_a_lease_that_expires_and_is_recovered(
     assert owner is None
     assert epoch > 1
     assert await heir.replayed("s") == state
+
+
+class Counted(BaseModel):
+    """Arguments that count how often a model of them is made."""
+
+    n: int = 0
+    made: ClassVar[list[int]] = []
+
+    @model_validator(mode="after")
+    def count(self) -> Counted:
+        Counted.made.append(self.n)
+        return self
+
+
+async def test_execute_parses_each_calls_arguments_once(ledger: SQLiteStore) -> None:
+    """The arguments the validator parsed are the ones the first pass hands to the steps; a
+    later pass (after a crash, an approval) parses them again from the plan."""
+    catalogue = Catalogue("shape")
+    seen: list[Counted] = []
+
+    async def undo(args: Counted, result: Any, ctx: StepContext) -> None:
+        return None
+
+    @catalogue.compensable(undo=undo)
+    async def noop(args: Counted, ctx: StepContext) -> None:
+        seen.append(args)
+        if args.n == 1 and len(seen) == 2:
+            raise SimulatedCrash("after step 1's call")
+
+    Counted.made.clear()
+    clock = FakeClock()
+    orch = Orchestrator(ledger, catalogue, clock=clock, lease_ttl=TTL)
+    with pytest.raises(SimulatedCrash):
+        await orch.execute(plan_of(), saga_id="s")
+    assert Counted.made == [0, 1, 2]  # by the validator only
+    assert [a.n for a in seen] == [0, 1]
+
+    clock.advance(TTL + 1)  # the crashed pass's lease expires
+    later = Orchestrator(ledger, catalogue, clock=clock, lease_ttl=TTL)
+    state = await later.execute(plan_of(), saga_id="s")  # the same plan: it goes on
+    assert state.status is SagaStatus.COMPLETED
+    assert [a.n for a in seen] == [0, 1, 1, 2]

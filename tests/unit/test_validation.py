@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from pivotal import Catalogue, ErrorCode, PlanError, PlanParseError, parse_plan, validate
+from pivotal.plan import PlanLimits
+from pivotal.validation import _surely_fits
+
+
+class Note(BaseModel):
+    text: str
 
 
 @pytest.fixture
@@ -248,3 +258,39 @@ def test_calls_are_flattened_with_their_json_paths() -> None:
         (2, 1, "steps[1].parallel[1]"),
         (3, None, "steps[2]"),
     ]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    value=st.one_of(
+        st.none(),
+        st.booleans(),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(min_value=-(10**25), max_value=10**25),
+        st.text(max_size=60),
+        st.text(alphabet='\x00\x01\x1f"\\\u2028\ud7ff', max_size=60),
+        st.lists(st.integers(), max_size=5),
+    ),
+    limit=st.integers(min_value=1, max_value=400),
+)
+def test_an_argument_skipped_by_the_size_shortcut_really_fits(value: object, limit: int) -> None:
+    """The validator encodes an argument to measure it only when it might be too large."""
+    if _surely_fits(value, limit):
+        assert len(json.dumps(value, default=str)) <= limit
+
+
+def test_an_argument_of_escaped_characters_is_measured_as_json() -> None:
+    catalogue = Catalogue("limits", limits=PlanLimits(max_argument=40))
+
+    @catalogue.compensable(undo=lambda args, result, ctx: None)
+    async def note(args: Note, ctx: object) -> None:
+        return None
+
+    fits = parse_plan(
+        {"catalogue": "limits", "steps": [{"name": "note", "args": {"text": "a" * 6}}]}
+    )
+    escaped = parse_plan(
+        {"catalogue": "limits", "steps": [{"name": "note", "args": {"text": "\x01" * 7}}]}
+    )
+    assert validate(fits, catalogue) == []
+    assert [e.code for e in validate(escaped, catalogue)] == ["argument_too_large"]
