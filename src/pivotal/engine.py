@@ -37,6 +37,7 @@ from pivotal.state import (
     StepStatus,
     UndoStatus,
     apply,
+    numbered,
 )
 from pivotal.store.base import Store
 from pivotal.telemetry import Call, Observers, Telemetry
@@ -245,7 +246,7 @@ class SagaRun:
             after = self.state
             staged = []
             for e in events:
-                e = Event(e.type, e.at, e.step, e.attempt, e.data, seq=after.version + 1)
+                e = numbered(e, after.version + 1)
                 after = apply(after, e)
                 staged.append(e)
             if defer:

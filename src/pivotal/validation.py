@@ -287,13 +287,14 @@ def _limits(plan: Plan, limits: PlanLimits, calls: list[FlatCall]) -> list[PlanE
 def _surely_fits(value: object, limit: int) -> bool:
     """True when ``value``'s JSON is certainly within ``limit`` characters without encoding
     it: a bool, None, a float, an int of fewer than 20 digits, or a string short enough
-    that even escaping every character (6 each, \\uXXXX) and its quotes would fit."""
+    that even escaping every character (12 each: a surrogate pair, \\uXXXX\\uXXXX) and its
+    quotes would fit."""
     if value is None or isinstance(value, bool | float):
         return limit >= 24  # the longest float repr, e.g. -1.2345678901234567e-308
     if isinstance(value, int):
         return -(10**19) < value < 10**19 and limit >= 20
     if isinstance(value, str):
-        return 6 * len(value) + 2 <= limit
+        return 12 * len(value) + 2 <= limit
     return False
 
 

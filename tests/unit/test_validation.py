@@ -268,6 +268,7 @@ def test_calls_are_flattened_with_their_json_paths() -> None:
         st.floats(allow_nan=True, allow_infinity=True),
         st.integers(min_value=-(10**25), max_value=10**25),
         st.text(max_size=60),
+        st.text(alphabet="\U0001f600\U00010000a", max_size=30),  # surrogate pairs in JSON
         st.text(alphabet='\x00\x01\x1f"\\\u2028\ud7ff', max_size=60),
         st.lists(st.integers(), max_size=5),
     ),

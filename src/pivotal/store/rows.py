@@ -141,7 +141,8 @@ def saga_from_row(row: Any, steps: list[StepRecord], approval: ApprovalRecord | 
 
 
 def changed_steps(before: SagaState, after: SagaState) -> list[StepRecord]:
-    return [b for a, b in zip(before.steps, after.steps, strict=True) if a != b]
+    # folding an event copies only the step it touches: the others are the same objects
+    return [b for a, b in zip(before.steps, after.steps, strict=True) if a is not b and a != b]
 
 
 def dead_letter_changes(
