@@ -177,8 +177,12 @@ class Step:
         """The arguments as the model reads them from JSON (strictly, unless the step was
         declared with ``strict=False``: then "180" may become 180)."""
         return self.args_model.model_validate_json(
-            json.dumps(raw, default=str), strict=self.strict or None
+            _ARGS_JSON.encode(raw), strict=self.strict or None
         )
+
+
+# ``json.dumps(raw, default=str)``, without building an encoder for every call
+_ARGS_JSON = json.JSONEncoder(default=str)
 
 
 def _args_model_of(fn: Callable[..., Any]) -> type[BaseModel]:

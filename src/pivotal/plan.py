@@ -90,8 +90,12 @@ class Plan(BaseModel):
         dumped = self.model_dump(mode="json")
         for key in self.provenance._unset():  # older plans keep their digests
             dumped["provenance"].pop(key, None)
-        canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
+        canonical = _CANONICAL.encode(dumped)
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# ``json.dumps(value, sort_keys=True, separators=(",", ":"))``, made once
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)

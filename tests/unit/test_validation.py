@@ -295,3 +295,19 @@ def test_an_argument_of_escaped_characters_is_measured_as_json() -> None:
     )
     assert validate(fits, catalogue) == []
     assert [e.code for e in validate(escaped, catalogue)] == ["argument_too_large"]
+
+
+def test_a_plans_digest_never_changes() -> None:
+    """Ledgers compare a resubmitted plan with the digest stored when it was first
+    submitted: the canonical form (sorted keys, compact, ASCII) must stay as it is."""
+    plan = parse_plan(
+        {
+            "catalogue": "checkout",
+            "steps": [
+                {"name": "reserve", "args": {"sku": "é-1", "qty": 2, "price": 1.5}},
+                {"parallel": [{"name": "a", "args": {}}]},
+            ],
+            "rationale": "why ✓",
+        }
+    )
+    assert plan.digest() == "fe0c51bbad171186dd61222581a28c88bfec965ae69e3a25a8bcf8d145f71f43"
