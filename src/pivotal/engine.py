@@ -41,6 +41,7 @@ from pivotal.state import (
 )
 from pivotal.store.base import Store
 from pivotal.telemetry import Call, Observers, Telemetry
+from pivotal.validation import Checked
 
 _OUTCOME_REACHED = (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.UNKNOWN)
 _MAY_HAVE_EFFECT = (
@@ -191,7 +192,7 @@ class SagaRun:
         options: RunOptions | None = None,
         telemetry: Telemetry | None = None,
         creating: Creation | None = None,
-        args: list[BaseModel | None] | None = None,
+        checked: Checked | None = None,
     ) -> None:
         self.store = store
         self.catalogue = catalogue
@@ -214,9 +215,10 @@ class SagaRun:
         self._broken: BaseException | None = None
         # each call's arguments as planned; parsed when used, never kept (thousands of passes
         # may wait at once: each keeps only what it needs)
-        self._raw_args = [flat.call.args for flat in plan.calls()]
+        calls = checked.calls if checked is not None else plan.calls()
+        self._raw_args = [flat.call.args for flat in calls]
         # arguments the validator just parsed, each handed out once instead of parsing again
-        self._parsed = args
+        self._parsed = checked.args if checked is not None else None
 
     # -- ledger writes ------------------------------------------------------------------
 

@@ -12,8 +12,6 @@ from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import replace
 
-from pydantic import BaseModel
-
 from pivotal.app import App
 from pivotal.catalogue import Catalogue, StepKind
 from pivotal.clock import Clock, SystemClock
@@ -43,7 +41,7 @@ from pivotal.state import (
 )
 from pivotal.store.base import DeadLetter, Store, StoredSaga
 from pivotal.telemetry import Observers, Telemetry
-from pivotal.validation import checked
+from pivotal.validation import Checked, checked
 
 _SAGA_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
@@ -138,15 +136,13 @@ class Orchestrator:
             )
         return existing
 
-    def _submission(
-        self, plan: Plan, saga_id: str | None
-    ) -> tuple[SagaState, Event, list[BaseModel | None]]:
-        """The state and event of a new saga for ``plan``, and its calls' arguments as
-        parsed; ``PlanRejected`` when the plan does not validate."""
+    def _submission(self, plan: Plan, saga_id: str | None) -> tuple[SagaState, Event, Checked]:
+        """The state and event of a new saga for ``plan``, and what validating it found;
+        ``PlanRejected`` when the plan does not validate."""
         catalogue = self.app.catalogue(plan.catalogue)
-        errors, args = checked(plan, catalogue, facts=self.app.facts)
-        if errors:
-            raise PlanRejected(errors)
+        found = checked(plan, catalogue, facts=self.app.facts)
+        if found.errors:
+            raise PlanRejected(found.errors)
         saga_id = saga_id or new_saga_id()
         event = Event(
             type=EventType.SAGA_SUBMITTED,
@@ -165,11 +161,11 @@ class Orchestrator:
                         "kind": catalogue[f.call.name].kind.value,
                         "group": f.group,
                     }
-                    for f in plan.calls()
+                    for f in found.calls
                 ],
             },
         )
-        return apply(None, event), event, args
+        return apply(None, event), event, found
 
     # -- execution ----------------------------------------------------------------------
 
@@ -264,7 +260,7 @@ class Orchestrator:
             return await self.run(state.saga_id, options=options)
         _check_id(saga_id)
         try:
-            state, event, args = self._submission(plan, saga_id)
+            state, event, found = self._submission(plan, saga_id)
         except PlanRejected:
             # a resubmission is not validated again (see ``submit``): it runs what exists
             if saga_id is None or await self.store.load(saga_id) is None:
@@ -288,7 +284,7 @@ class Orchestrator:
         fresh = StoredSaga(state, plan, 1, None)
         async with self.leases.holding(lease):
             releasing = self._releasing(lease, options)
-            work = self._pass(fresh, 1, releasing, creation, args).drive()  # never poison
+            work = self._pass(fresh, 1, releasing, creation, found).drive()  # never poison
             try:
                 return await self.leases.guard(lease, work)
             except AlreadyCreated:
@@ -306,7 +302,7 @@ class Orchestrator:
         epoch: int | None,
         options: RunOptions | None = None,
         creating: Creation | None = None,
-        args: list[BaseModel | None] | None = None,
+        checked: Checked | None = None,
     ) -> SagaRun:
         return SagaRun(
             self.store,
@@ -319,7 +315,7 @@ class Orchestrator:
             options=options or RunOptions(owner=self.owner, hook=self.hook),
             telemetry=self.telemetry,
             creating=creating,
-            args=args,
+            checked=checked,
         )
 
     # -- dead letters -------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from pydantic import BaseModel, ValidationError
 
@@ -54,7 +55,16 @@ def validate(
     ``facts`` (the app's trusted facts, asked with what the plan's calls agree on, e.g. its
     ``order_id``) for the rules that need them.
     """
-    return checked(plan, catalogue, preconditions=preconditions, facts=facts)[0]
+    return checked(plan, catalogue, preconditions=preconditions, facts=facts).errors
+
+
+class Checked(NamedTuple):
+    """What validating a plan found, and what it computed on the way that a pass run at
+    once can use instead of computing it again."""
+
+    errors: list[PlanError]
+    calls: list[FlatCall]  # the plan's calls in order (empty when not read)
+    args: list[BaseModel | None]  # each call's arguments as parsed (None: did not parse)
 
 
 def checked(
@@ -63,11 +73,11 @@ def checked(
     *,
     preconditions: bool = True,
     facts: FactSource | None = None,
-) -> tuple[list[PlanError], list[BaseModel | None]]:
-    """``validate``, and each call's arguments as its model parsed them (None where they
-    did not parse), so that a plan run at once need not parse them again."""
+) -> Checked:
+    """``validate``, with the plan's calls and their parsed arguments."""
     parsed_args: list[BaseModel | None] = []
     errors: list[PlanError] = []
+    calls: list[FlatCall] = []
     if plan.catalogue != catalogue.name:
         errors.append(
             PlanError(
@@ -77,11 +87,11 @@ def checked(
                 path="catalogue",
             )
         )
-        return errors, parsed_args
+        return Checked(errors, calls, parsed_args)
     calls = plan.calls()
     errors.extend(_limits(plan, catalogue.limits, calls))
     if len(calls) > catalogue.limits.max_steps:
-        return errors, parsed_args  # nothing else of a plan with too many calls is read
+        return Checked(errors, calls, parsed_args)  # nothing else of it is read
     if not calls:
         errors.append(PlanError(ErrorCode.EMPTY_PLAN, "the plan has no steps", path="steps"))
     errors.extend(_empty_groups(plan))
@@ -191,7 +201,7 @@ def checked(
                 )
     if catalogue.rules and not errors:  # each call first, then the plan as a whole
         errors.extend(check_rules(plan, catalogue, facts))
-    return errors, parsed_args
+    return Checked(errors, calls, parsed_args)
 
 
 def plan_context(plan: Plan) -> dict[str, object]:

@@ -60,7 +60,7 @@ async def stepwise(conn: Conn, stmts: Sequence[Stmt]) -> BatchResult:
     return result
 
 
-@dataclass
+@dataclass(slots=True)
 class _Job:
     stmts: Sequence[Stmt]
     future: asyncio.Future[BatchResult]

@@ -20,7 +20,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pivotal.errors import StoreError
@@ -29,7 +29,7 @@ T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], Any]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Job:
     work: Work
     transaction: bool
@@ -37,7 +37,7 @@ class _Job:
     future: asyncio.Future[Any]
     result: Any = None
     error: BaseException | None = None
-    done: bool = field(default=False)
+    done: bool = False
 
     def deliver(self) -> None:
         _deliver([self])
