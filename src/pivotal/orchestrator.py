@@ -285,11 +285,12 @@ class Orchestrator:
         async with self.leases.holding(lease):
             releasing = self._releasing(lease, options)
             work = self._pass(fresh, 1, releasing, creation, found).drive()  # never poison
+            del fresh, found, state  # the pass holds what it needs while it waits
             try:
                 return await self.leases.guard(lease, work)
             except AlreadyCreated:
                 pass  # nothing was written; the lease was never held
-        return await self._resubmitted(plan, state.saga_id, options)
+        return await self._resubmitted(plan, lease.saga_id, options)
 
     async def _resubmitted(self, plan: Plan, saga_id: str, options: RunOptions | None) -> SagaState:
         """``execute`` of an id that exists: the same plan runs on, another is refused."""
