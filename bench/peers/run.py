@@ -191,20 +191,21 @@ def rss_runs(sizes: Sizes, work: Path) -> dict[str, summary.Result]:
             f"  rss {system.name:10} {float(str(out[system.name]['peak_rss_mib'])):6.0f} MiB",
             flush=True,
         )
-    out["pivotal-parked"] = run_one(
-        command(
-            PIVOTAL,
-            fresh_db(PIVOTAL, work),
-            "--sagas",
-            n,
-            "--in-flight",
-            n,
-            "--warm-up",
-            0,
-            "--mode",
-            "parked",
+    for mode in ("parked", "unbounded"):
+        out[f"pivotal-{mode}"] = run_one(
+            command(
+                PIVOTAL,
+                fresh_db(PIVOTAL, work),
+                "--sagas",
+                n,
+                "--in-flight",
+                n,
+                "--warm-up",
+                0,
+                "--mode",
+                mode,
+            )
         )
-    )
     return out
 
 
@@ -230,7 +231,8 @@ def report_sqlite(
         rss_cell = f"{float(str(rss[system.name]['peak_rss_mib'])):,.0f} MiB"
         if system is PIVOTAL:
             parked = float(str(rss["pivotal-parked"]["peak_rss_mib"]))
-            rss_cell += f" (parked: {parked:,.0f} MiB)"
+            unbounded = float(str(rss["pivotal-unbounded"]["peak_rss_mib"]))
+            rss_cell += f" (parked: {parked:,.0f}; max_active=None: {unbounded:,.0f})"
         rows.append([system.name, *cells(system.name), rss_cell, *sync_cells(system.name)])
     commits = summary.rates(runs, "raw/commits")
     lean = summary.rates(runs, "raw/lean")

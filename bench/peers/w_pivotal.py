@@ -3,6 +3,8 @@
 Runs with the project's own ``.venv`` so it measures whatever Pivotal is in the working
 tree. ``--mode parked`` submits and runs sagas whose fourth step is a pivot that waits for
 approval, so they end parked (``awaiting_approval``) in the ledger; ``run`` finishes them.
+``--mode unbounded`` is ``run`` with ``Orchestrator(max_active=None)``: every call starts its
+pass at once instead of waiting its turn beyond 1,000.
 """
 
 from __future__ import annotations
@@ -71,13 +73,16 @@ async def bounded(n: int, at_once: int, one: Callable[[int], Awaitable[object]])
 
 
 async def main() -> None:
-    opts = parse(__doc__ or "", extra_modes=("parked",))
+    opts = parse(__doc__ or "", extra_modes=("parked", "unbounded"))
     parked = opts.mode == "parked"
     the_plan, run_id = plan(parked), f"{opts.tag}-{uuid.uuid4().hex[:8]}"
     async with open_store(opts.db) as store:
         if opts.mode == "setup":
             return
-        orch = Orchestrator(store, catalogue())
+        if opts.mode == "unbounded":
+            orch = Orchestrator(store, catalogue(), max_active=None)
+        else:
+            orch = Orchestrator(store, catalogue())
         want = "awaiting_approval" if parked else "completed"
 
         async def one(i: int, prefix: str = "t") -> None:
