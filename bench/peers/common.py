@@ -7,6 +7,7 @@ module imports only the standard library.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -44,7 +45,16 @@ def barrier(opts: argparse.Namespace) -> None:
 
 
 def peak_rss_mib() -> float:
-    """This process's peak resident set size (Linux reports KiB)."""
+    """This process's own peak resident set size, in MiB.
+
+    Linux keeps ``ru_maxrss`` across ``exec``: a process started by a large parent reports
+    at least the parent's size. ``VmHWM`` in ``/proc/self/status`` belongs to this
+    program's own memory map, so it is read where it exists.
+    """
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
