@@ -63,7 +63,7 @@ class Checked(NamedTuple):
     once can use instead of computing it again."""
 
     errors: list[PlanError]
-    calls: list[FlatCall]  # the plan's calls in order (empty when not read)
+    calls: list[FlatCall]  # the plan's calls in order (none: another catalogue)
     args: list[BaseModel | None]  # each call's arguments as parsed (None: did not parse)
 
 
