@@ -6,14 +6,16 @@ import functools
 import inspect
 import json
 import typing
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
 
 from pydantic import BaseModel
 
 from pivotal.errors import CatalogueError
+from pivotal.identity import ArgKind, identity_of, kind_of
 from pivotal.outbox import check_message
 from pivotal.plan import DEFAULT_LIMITS, PlanLimits
 from pivotal.retry import NO_RETRY, RetryPolicy, RetryPredicate
@@ -233,8 +235,27 @@ class Compensable(Generic[A, R]):
         return f"<compensable step {self.name!r} of catalogue {self.catalogue.name!r}>"
 
 
+Unbound = Literal["allow", "warn", "refuse"]
+
+
+class UnboundArgument(UserWarning):
+    """A catalogue that asked for it (``unbound="warn"``) has an argument of money or
+    identity that no rule binds."""
+
+
 class Catalogue:
-    """A named set of steps a planner may choose from."""
+    """A named set of steps a planner may choose from.
+
+    ``unbound``: what to do, when the catalogue is checked, about an argument that moves
+    money or names an entity (declared with ``identity.MONEY`` or an ``Identity``) which no
+    rule binds to a trusted fact, makes agree across steps, or declares free: nothing
+    (``"allow"``), a ``UnboundArgument`` warning, or a refusal (``"refuse"``).
+
+    ``about``: the keys of a request's trusted context that say what a plan of this
+    catalogue is about (an order, the customer who asked); by default the arguments its
+    steps declare as entities. The planning loop records them with the plan, and a plan
+    whose calls or facts name anything else is refused.
+    """
 
     def __init__(
         self,
@@ -244,12 +265,18 @@ class Catalogue:
         approval: ApprovalPolicy | None = None,
         rules: Iterable[PlanRule] = (),
         limits: PlanLimits | None = None,
+        unbound: Unbound = "allow",
+        about: Iterable[str] | None = None,
     ) -> None:
+        if unbound not in ("allow", "warn", "refuse"):
+            raise CatalogueError(f"unbound must be 'allow', 'warn' or 'refuse', not {unbound!r}")
         self.name = name
         self.description = description
         self.approval = approval
         self.rules: list[PlanRule] = list(rules)
         self.limits = limits or DEFAULT_LIMITS
+        self.unbound = unbound
+        self.about = None if about is None else tuple(about)
         self._steps: dict[str, Step] = {}
         self._without_undo: list[str] = []  # declared with compensable(), no @x.undo yet
 
@@ -275,6 +302,45 @@ class Catalogue:
             raise CatalogueError(
                 f"catalogue {self.name!r}: its approval policy can never fire: {reason}"
             )
+        self._check_bindings()
+
+    def unbound_arguments(self) -> list[tuple[str, str, ArgKind]]:
+        """(step, argument, kind) of every argument of money or identity no rule binds."""
+        return [
+            (step.name, arg, kind)
+            for step in self._steps.values()
+            for arg, info in step.args_model.model_fields.items()
+            if (kind := kind_of(info)) is not None
+            and not any(rule.binds(step.name, arg) for rule in self.rules)
+        ]
+
+    def _check_bindings(self) -> None:
+        if self.unbound == "allow":
+            return
+        loose = self.unbound_arguments()
+        if not loose:
+            return
+        listed = ", ".join(f"{step}.{arg} ({kind.value})" for step, arg, kind in loose)
+        text = (
+            f"catalogue {self.name!r}: no rule binds {listed}; bind each to a trusted fact "
+            "(FromFact, FromFactRows), make it agree across steps (Agree), or declare it "
+            "free (Free)"
+        )
+        if self.unbound == "refuse":
+            raise CatalogueError(text)
+        warnings.warn(text, UnboundArgument, stacklevel=3)
+
+    def subject_keys(self) -> tuple[str, ...]:
+        """The request context keys that name what a plan of this catalogue is about."""
+        if self.about is not None:
+            return self.about
+        names = {
+            arg
+            for step in self._steps.values()
+            for arg, info in step.args_model.model_fields.items()
+            if identity_of(info) is not None
+        }
+        return tuple(sorted(names))
 
     def _require_undos(self) -> None:
         if len(self._without_undo) == 1:

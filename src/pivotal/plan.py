@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pivotal.errors import PlanParseError, PlanTooLarge
 
@@ -32,15 +32,33 @@ class Provenance(BaseModel):
     source_document_id: str | None = None
     # the person an agent acted for: like the submitter, they cannot approve the saga
     on_behalf_of: str | None = None
+    # what the request this plan serves is about, from a trusted system (the order, the
+    # customer who asked): a plan whose calls or facts name anything else is refused
+    about: dict[str, str | int | float | bool] | None = Field(default=None, max_length=32)
 
     def ref(self) -> str:
         """A stable short id for this provenance record."""
         digest = hashlib.sha256(self.model_dump_json(exclude=self._unset()).encode()).hexdigest()
         return f"prov_{digest[:16]}"
 
+    @field_validator("about")
+    @classmethod
+    def _small_subject(
+        cls, value: dict[str, str | int | float | bool] | None
+    ) -> dict[str, str | int | float | bool] | None:
+        for key, item in (value or {}).items():
+            if not key.isidentifier() or len(key) > 64:
+                raise ValueError(f"about: {key[:70]!r} must be an identifier of 1-64 chars")
+            if isinstance(item, str) and len(item) > 1000:
+                raise ValueError(f"about: {key!r} is longer than 1000 characters")
+        return value
+
     def _unset(self) -> set[str]:
         """Fields added later, left out while unset so that older records keep their ids."""
-        return {"on_behalf_of"} if self.on_behalf_of is None else set()
+        return {name for name in _LATER if getattr(self, name) is None}
+
+
+_LATER = ("on_behalf_of", "about")
 
 
 class StepCall(BaseModel):
@@ -96,6 +114,7 @@ class Plan(BaseModel):
 
 # ``json.dumps(value, sort_keys=True, separators=(",", ":"))``, made once
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+_COMPACT = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +146,16 @@ def parse_plan(data: str | bytes | dict[str, Any], *, limits: PlanLimits = DEFAU
     """Parse a plan from JSON text or a mapping; raise ``PlanParseError`` with a clear reason.
 
     JSON text is read strictly: a key given twice at any level is refused (it would silently
-    keep the last value), and so is text larger than ``limits.max_bytes``.
+    keep the last value), and so is text larger than ``limits.max_bytes`` (a mapping, by the
+    size of its JSON).
     """
     try:
-        if isinstance(data, dict):
+        if isinstance(data, dict):  # measured as the JSON text it would be
+            size = len(_COMPACT.encode(data).encode())
+            if size > limits.max_bytes:
+                raise PlanTooLarge(
+                    f"the plan is {size} bytes of JSON; at most {limits.max_bytes} are read"
+                )
             return Plan.model_validate(data)
         size = len(data.encode() if isinstance(data, str) else data)
         if size > limits.max_bytes:

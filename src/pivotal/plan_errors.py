@@ -16,6 +16,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_STEP = "unknown_step"
     UNDO_NOT_CALLABLE = "undo_not_callable"
     INVALID_ARGS = "invalid_args"
+    NOT_CANONICAL = "not_canonical"  # an entity's id in another spelling: use the one given
     MULTIPLE_PIVOTS = "multiple_pivots"
     KIND_ORDER = "kind_order"
     PARALLEL_NOT_COMPENSABLE = "parallel_not_compensable"
@@ -33,6 +34,7 @@ class ErrorCode(StrEnum):
     FACT_MISMATCH = "fact_mismatch"
     FACT_UNAVAILABLE = "fact_unavailable"
     FACTS_ERROR = "facts_error"  # the app's facts() raised
+    REQUEST_MISMATCH = "request_mismatch"  # the plan acts on another order or customer
     PLAN_CHECK_FAILED = "plan_check_failed"
     PLAN_CHECK_ERROR = "plan_check_error"  # a plan-level check raised
 

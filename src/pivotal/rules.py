@@ -22,65 +22,39 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
-from typing import Any
 
+from pivotal.identity import canonical_text, same
 from pivotal.plan import Plan
 from pivotal.plan_errors import ErrorCode, PlanError
+from pivotal.plan_view import Call, PlanView
 
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One call of a plan as rules see it."""
-
-    index: int  # flat index, as in idempotency keys
-    name: str
-    args: Mapping[str, Any]  # as the plan wrote them
-    path: str  # where in the plan JSON, e.g. "steps[2]"
-    group: int | None  # position of its parallel group, if any
-
-    def arg_path(self, name: str) -> str:
-        return f"{self.path}.args.{name}"
-
-
-@dataclass(frozen=True, slots=True)
-class PlanView:
-    """A plan's calls, its catalogue's name, and the trusted facts about it (None: the
-    facts could not be had)."""
-
-    catalogue: str
-    calls: tuple[Call, ...]
-    facts: Mapping[str, object] | None
-    plan: Plan
-
-    @classmethod
-    def of(cls, plan: Plan, facts: Mapping[str, object] | None) -> PlanView:
-        calls = tuple(
-            Call(f.index, f.call.name, f.call.args, f.path, f.group) for f in plan.calls()
-        )
-        return cls(plan.catalogue, calls, facts, plan)
-
-    def named(self, names: Iterable[str] | None) -> list[Call]:
-        wanted = None if names is None else set(names)
-        return [c for c in self.calls if wanted is None or c.name in wanted]
+__all__ = [
+    "Agree",
+    "AtMost",
+    "Call",
+    "Check",
+    "Free",
+    "FromFact",
+    "FromFactRows",
+    "PlanRule",
+    "PlanView",
+    "Required",
+    "RequiresEarlier",
+    "same_value",
+]
 
 
 def same_value(a: object, b: object) -> bool:
-    """Equal as the plan means them: numbers by value ("180" equals 180.00), else exactly."""
-    x, y = _number(a), _number(b)
-    if x is not None and y is not None:
-        return x == y
-    return a == b
+    """Equal as the plan means them when nothing says the argument's type: numbers by
+    value (180 equals 180.00), text exactly ("04471" is not "4471")."""
+    return same(a, b)
 
 
-def _number(value: object) -> Decimal | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
-        return None
-    try:
-        number = Decimal(str(value))
-    except InvalidOperation:
-        return None
-    return number if number.is_finite() else None
+def _given(call: Call, arg: str) -> str:
+    """The argument as written, or its default and that it was left out."""
+    if arg in call.args:
+        return _show(call.args[arg])
+    return f"{_show(call.value(arg))} (its default: the plan leaves it out)"
 
 
 def _show(value: object) -> str:
@@ -107,6 +81,15 @@ class PlanRule(ABC):
     def mentions(self) -> set[str]:
         """The step names the rule mentions (checked against the catalogue)."""
         return set()
+
+    def binds(self, step: str, arg: str) -> bool:
+        """Whether the rule says what argument ``arg`` of ``step`` may be: equal to a
+        trusted fact, the same across steps, or free within its schema."""
+        return False
+
+
+def _covers(steps: Sequence[str] | None, step: str) -> bool:
+    return steps is None or step in steps
 
 
 @dataclass(frozen=True)
@@ -219,28 +202,30 @@ class AtMost(PlanRule):
 @dataclass(frozen=True)
 class Agree(PlanRule):
     """Every call that takes argument ``arg`` (among ``steps``, or all of them) passes the
-    same value: one ``order_id`` for the whole plan, a capture equal to its authorisation."""
+    same value: one ``order_id`` for the whole plan, a capture equal to its authorisation.
+    Values are compared as the argument's type reads them (an entity by its one spelling,
+    an amount by its value)."""
 
     arg: str
     steps: Sequence[str] | None = field(default=None, kw_only=True)
 
     def check(self, view: PlanView) -> list[PlanError]:
-        carrying = [c for c in view.named(self.steps) if self.arg in c.args]
+        carrying = [c for c in view.named(self.steps) if c.takes(self.arg)]
         if not carrying:
             return []
         first = carrying[0]
         return [
             PlanError(
                 ErrorCode.ARGUMENTS_DISAGREE,
-                f"{c.name}.{self.arg} is {_show(c.args[self.arg])} but {first.name} (step "
-                f"{first.index}) has {_show(first.args[self.arg])}; {self._scope()} must use "
+                f"{c.name}.{self.arg} is {_given(c, self.arg)} but {first.name} (step "
+                f"{first.index}) has {_given(first, self.arg)}; {self._scope()} must use "
                 "one value",
                 c.index,
                 c.arg_path(self.arg),
                 c.name,
             )
             for c in carrying[1:]
-            if not same_value(c.args[self.arg], first.args[self.arg])
+            if c.key(self.arg) != first.key(self.arg)
         ]
 
     def _scope(self) -> str:
@@ -252,13 +237,42 @@ class Agree(PlanRule):
     def mentions(self) -> set[str]:
         return set(self.steps or ())
 
+    def binds(self, step: str, arg: str) -> bool:
+        return arg == self.arg and _covers(self.steps, step)
+
+
+@dataclass(frozen=True)
+class Free(PlanRule):
+    """Argument ``arg`` of ``steps`` (or of every step that takes it) is the planner's to
+    choose within its schema: said so, so that a catalogue that wants every argument of
+    money or identity bound (``Catalogue(unbound="refuse")``) knows it was meant."""
+
+    arg: str
+    steps: Sequence[str] | None = field(default=None, kw_only=True)
+    why: str = field(default="", kw_only=True)
+
+    def check(self, view: PlanView) -> list[PlanError]:
+        return []
+
+    def describe(self) -> str:
+        where = "any step" if self.steps is None else " and ".join(self.steps)
+        why = f" ({self.why})" if self.why else ""
+        return f"{self.arg} in {where} is yours to choose within its schema{why}"
+
+    def mentions(self) -> set[str]:
+        return set(self.steps or ())
+
+    def binds(self, step: str, arg: str) -> bool:
+        return arg == self.arg and _covers(self.steps, step)
+
 
 @dataclass(frozen=True)
 class FromFact(PlanRule):
     """Argument ``arg`` of ``steps`` (or of every call that takes it) must equal the
-    trusted fact ``fact`` (default: the argument's name) from the app's ``facts``. A plan
-    for which the fact is not known is refused, unless ``required=False``: then the rule
-    binds only the plans whose fact the trusted system has."""
+    trusted fact ``fact`` (default: the argument's name) from the app's ``facts`` about
+    what that call names. A plan for which the fact is not known is refused, unless
+    ``required=False``: then the rule binds only the plans whose fact the trusted system
+    has."""
 
     arg: str
     fact: str | None = None
@@ -271,36 +285,38 @@ class FromFact(PlanRule):
         return self.fact or self.arg
 
     def check(self, view: PlanView) -> list[PlanError]:
-        carrying = [c for c in view.named(self.steps) if self.arg in c.args]
-        if not carrying:
-            return []
-        if view.facts is None or self.key not in view.facts:
-            if not self.required:
-                return []
-            c = carrying[0]
-            return [
-                PlanError(
-                    ErrorCode.FACT_UNAVAILABLE,
-                    f"{c.name}.{self.arg} must equal the trusted fact {self.key!r}, which is "
-                    "not known for this plan (check the ids the plan names)",
-                    c.index,
-                    c.arg_path(self.arg),
-                    c.name,
+        out: list[PlanError] = []
+        for c in view.named(self.steps):
+            if not c.takes(self.arg):
+                continue
+            known = view.facts_for(c)
+            if known is None or self.key not in known:
+                if self.required:
+                    out.append(self._unknown(c))
+                continue
+            truth = known[self.key]
+            if not same(c.value(self.arg), truth, c.field(self.arg)):
+                out.append(
+                    PlanError(
+                        ErrorCode.FACT_MISMATCH,
+                        f"{c.name}.{self.arg} is {_given(c, self.arg)} but the trusted "
+                        f"value ({self.key}) is {_show(truth)}; use {_show(truth)}",
+                        c.index,
+                        c.arg_path(self.arg),
+                        c.name,
+                    )
                 )
-            ]
-        truth = view.facts[self.key]
-        return [
-            PlanError(
-                ErrorCode.FACT_MISMATCH,
-                f"{c.name}.{self.arg} is {_show(c.args[self.arg])} but the trusted value "
-                f"({self.key}) is {_show(truth)}; use {_show(truth)}",
-                c.index,
-                c.arg_path(self.arg),
-                c.name,
-            )
-            for c in carrying
-            if not same_value(c.args[self.arg], truth)
-        ]
+        return out
+
+    def _unknown(self, c: Call) -> PlanError:
+        return PlanError(
+            ErrorCode.FACT_UNAVAILABLE,
+            f"{c.name}.{self.arg} must equal the trusted fact {self.key!r}, which is not "
+            "known for what this call names (check the ids the plan names)",
+            c.index,
+            c.arg_path(self.arg),
+            c.name,
+        )
 
     def describe(self) -> str:
         where = "every call" if self.steps is None else " and ".join(self.steps)
@@ -309,6 +325,162 @@ class FromFact(PlanRule):
 
     def mentions(self) -> set[str]:
         return set(self.steps or ())
+
+    def binds(self, step: str, arg: str) -> bool:
+        return arg == self.arg and _covers(self.steps, step)
+
+
+@dataclass(frozen=True)
+class FromFactRows(PlanRule):
+    """Each call of ``step`` is one row of the trusted list ``fact`` (an order's lines):
+    its ``fields`` equal that row's, no row is called twice, and (``every``) every row is
+    called. Each argument is compared as its type reads it."""
+
+    step: str
+    fields: Sequence[str]
+    fact: str = "lines"
+    every: bool = field(default=True, kw_only=True)
+    needs_facts = True
+
+    def check(self, view: PlanView) -> list[PlanError]:
+        calls = view.named([self.step])
+        if not calls:
+            return []
+        out: list[PlanError] = []
+        used: dict[int, Call] = {}  # row position -> the call that took it
+        for c in calls:
+            rows = _rows((view.facts_for(c) or {}).get(self.fact))
+            if rows is None:
+                out.append(self._unknown(c))
+                continue
+            match = next((n for n, row in enumerate(rows) if self._fits(c, row)), None)
+            if match is None:
+                out.append(self._not_a_row(c, rows))
+            elif match in used:
+                first = used[match]
+                out.append(
+                    PlanError(
+                        ErrorCode.TOO_MANY_CALLS,
+                        f"{self.step} (step {c.index}) takes the same {self.fact} row as step "
+                        f"{first.index} ({self._shown(c)}); call it once per row",
+                        c.index,
+                        c.path,
+                        c.name,
+                    )
+                )
+            else:
+                used[match] = c
+        rows = _rows((view.facts_for(calls[0]) or {}).get(self.fact))
+        if self.every and rows is not None and not out:
+            for n, row in enumerate(rows):
+                if n not in used:
+                    out.append(
+                        PlanError(
+                            ErrorCode.MISSING_STEP,
+                            f"the trusted {self.fact} include {self._shown(row)}, which no "
+                            f"{self.step} call takes; add a call for it",
+                            path="steps",
+                            step=self.step,
+                        )
+                    )
+        return out
+
+    def _fits(self, c: Call, row: Mapping[str, object]) -> bool:
+        return all(
+            c.takes(name) and name in row and same(c.value(name), row[name], c.field(name))
+            for name in self.fields
+        )
+
+    def _shown(self, values: Mapping[str, object] | Call) -> str:
+        get = values.value if isinstance(values, Call) else values.get
+        return ", ".join(f"{f}={_show(get(f))}" for f in self.fields)
+
+    def _unknown(self, c: Call) -> PlanError:
+        return PlanError(
+            ErrorCode.FACT_UNAVAILABLE,
+            f"{self.step} must be one of the trusted {self.fact!r}, which are not known for "
+            "what this call names (check the ids the plan names)",
+            c.index,
+            c.path,
+            c.name,
+        )
+
+    def _not_a_row(self, c: Call, rows: list[Mapping[str, object]]) -> PlanError:
+        known = "; ".join(self._shown(r) for r in rows[:5]) or "none"
+        return PlanError(
+            ErrorCode.FACT_MISMATCH,
+            f"{self.step} has {self._shown(c)}, which is none of the trusted "
+            f"{self.fact} ({known}); use one of them",
+            c.index,
+            c.path,
+            c.name,
+        )
+
+    def describe(self) -> str:
+        every = "; every one of them must be called" if self.every else ""
+        return (
+            f"each {self.step} call must be one of the trusted {self.fact} of the order "
+            f"(the same {' and '.join(self.fields)}), each at most once{every}"
+        )
+
+    def mentions(self) -> set[str]:
+        return {self.step}
+
+    def binds(self, step: str, arg: str) -> bool:
+        return step == self.step and arg in self.fields
+
+
+def _rows(value: object) -> list[Mapping[str, object]] | None:
+    if not isinstance(value, list | tuple) or not all(isinstance(r, Mapping) for r in value):
+        return None
+    return list(value)
+
+
+def subject_errors(view: PlanView) -> list[PlanError]:
+    """What breaks the request's subject (``provenance.about``): a call naming another
+    order, or facts saying the order is someone else's. Every surface checks it, through
+    the validator."""
+    out: list[PlanError] = []
+    for name, wanted in view.about.items():
+        told: set[int] = set()  # the facts already compared (calls share them)
+        for c in view.calls:
+            if c.takes(name):
+                if not same(c.value(name), wanted, c.field(name)):
+                    out.append(
+                        PlanError(
+                            ErrorCode.REQUEST_MISMATCH,
+                            f"{c.name}.{name} is {_given(c, name)} but the request is "
+                            f"about {name} {_show(wanted)}; act only on what the request is "
+                            "about",
+                            c.index,
+                            c.arg_path(name),
+                            c.name,
+                        )
+                    )
+                continue
+            known = view.facts_for(c)
+            if known is None or id(known) in told:
+                continue
+            told.add(id(known))
+            truth = known.get(name)
+            if truth is not None and not _same_subject(truth, wanted):
+                out.append(
+                    PlanError(
+                        ErrorCode.REQUEST_MISMATCH,
+                        f"what {c.name} acts on has {name} {_show(truth)}, but the request "
+                        f"is about {name} {_show(wanted)}: this plan serves another request",
+                        c.index,
+                        c.path,
+                        c.name,
+                    )
+                )
+    return out
+
+
+def _same_subject(a: object, b: object) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        return canonical_text(a) == canonical_text(b)
+    return same(a, b)
 
 
 PlanCheck = Callable[[Plan, Mapping[str, object] | None], Iterable[str] | str | None]

@@ -10,9 +10,12 @@ from typing import NamedTuple
 from pydantic import BaseModel, ValidationError
 
 from pivotal.catalogue import KIND_ORDER, Catalogue, StepKind
+from pivotal.identity import NOT_CANONICAL
 from pivotal.plan import FlatCall, ParallelGroup, Plan, PlanLimits
 from pivotal.plan_errors import ErrorCode, PlanError
-from pivotal.rules import PlanView
+from pivotal.plan_view import PlanView
+from pivotal.plan_view import plan_context as _context_of
+from pivotal.rules import subject_errors
 
 __all__ = ["ErrorCode", "FactSource", "PlanError", "check_rules", "plan_context", "validate"]
 
@@ -114,9 +117,10 @@ def checked(
             for err in exc.errors(include_url=False):
                 loc = ".".join(str(p) for p in err["loc"])
                 path = f"{flat.path}.args" + (f".{loc}" if loc else "")
+                canonical = err["type"] == NOT_CANONICAL
                 errors.append(
                     PlanError(
-                        ErrorCode.INVALID_ARGS,
+                        ErrorCode.NOT_CANONICAL if canonical else ErrorCode.INVALID_ARGS,
                         f"{name}: {loc or 'args'}: {err['msg']}",
                         flat.index,
                         path,
@@ -199,48 +203,81 @@ def checked(
                         name,
                     )
                 )
-    if catalogue.rules and not errors:  # each call first, then the plan as a whole
+    # each call first, then the plan as a whole and the request it serves
+    if not errors and (catalogue.rules or plan.provenance.about):
         errors.extend(check_rules(plan, catalogue, facts))
     return Checked(errors, calls, parsed_args)
 
 
-def plan_context(plan: Plan) -> dict[str, object]:
-    """The scalar arguments every call that carries them agrees on (the plan's order id):
-    what the app's ``facts`` are asked with."""
-    seen: dict[str, object] = {}
-    split: set[str] = set()
-    for flat in plan.calls():
-        for name, value in flat.call.args.items():
-            if not isinstance(value, str | int | float | bool) or name in split:
-                continue
-            if name in seen and seen[name] != value:
-                split.add(name)
-                del seen[name]
-            else:
-                seen[name] = value
-    return seen
+def plan_context(plan: Plan, catalogue: Catalogue | None = None) -> dict[str, object]:
+    """The scalar arguments every call that carries them agrees on (the plan's order id),
+    compared as ``catalogue``'s argument types read them: what the app's ``facts`` are
+    asked with."""
+    return _context_of(PlanView.of(plan, None, models=_models(catalogue)).calls)
+
+
+def _models(catalogue: Catalogue | None) -> dict[str, type[BaseModel]]:
+    if catalogue is None:
+        return {}
+    return {s.name: s.args_model for s in catalogue}
+
+
+MAX_FACT_LOOKUPS = 16  # distinct subjects asked about per plan; more are not looked up
+
+
+class _Facts:
+    """The app's facts, asked once per context and contained: what raises is reported
+    once (``facts_error``) and is no facts."""
+
+    def __init__(self, source: FactSource) -> None:
+        self.source = source
+        self.known: dict[tuple[tuple[str, str], ...], Mapping[str, object] | None] = {}
+        self.errors: list[PlanError] = []
+
+    def __call__(self, context: Mapping[str, object]) -> Mapping[str, object] | None:
+        key = tuple(sorted((k, repr(v)) for k, v in context.items()))
+        if key in self.known:
+            return self.known[key]
+        if len(self.known) >= MAX_FACT_LOOKUPS:
+            return None  # a plan naming this many subjects learns nothing more
+        try:
+            found: Mapping[str, object] | None = dict(self.source(context))
+        except Exception as exc:
+            found = None
+            if not self.errors:
+                self.errors.append(
+                    PlanError(
+                        ErrorCode.FACTS_ERROR,
+                        f"the trusted facts for this plan could not be read: "
+                        f"{type(exc).__name__}: {exc}",
+                        path="steps",
+                    )
+                )
+        self.known[key] = found
+        return found
 
 
 def check_rules(
     plan: Plan, catalogue: Catalogue, facts: FactSource | None = None
 ) -> list[PlanError]:
-    """The catalogue's rules over the whole plan. ``facts`` is asked once, if a rule needs
-    it; when it raises, the rules that need facts report them unavailable."""
-    known: Mapping[str, object] | None = None
+    """The catalogue's rules over the whole plan, and the subject of the request it serves
+    (``plan.provenance.about``). ``facts`` is asked about what the calls name (once when
+    they all name one order), if a rule needs it; when it raises, the rules that need facts
+    report them unavailable."""
+    view = PlanView.of(plan, None, models=_models(catalogue))
+    wanted = bool(view.about) or any(rule.needs_facts for rule in catalogue.rules)
+    source = _Facts(facts) if facts is not None and wanted else None
+    if source is not None:
+        view = PlanView(
+            view.catalogue,
+            view.calls,
+            source(view.context),
+            plan,
+            view.about,
+            view.context,
+            source,
+        )
     errors: list[PlanError] = []
-    if facts is not None and any(rule.needs_facts for rule in catalogue.rules):
-        try:
-            known = dict(facts(plan_context(plan)))
-        except Exception as exc:
-            errors.append(
-                PlanError(
-                    ErrorCode.FACTS_ERROR,
-                    f"the trusted facts for this plan could not be read: "
-                    f"{type(exc).__name__}: {exc}",
-                    path="steps",
-                )
-            )
-    view = PlanView.of(plan, known)
     for rule in catalogue.rules:
         try:
             errors.extend(rule.check(view))
@@ -252,7 +289,8 @@ def check_rules(
                     path="steps",
                 )
             )
-    return errors
+    errors.extend(subject_errors(view))
+    return (source.errors if source is not None else []) + errors
 
 
 def _limits(plan: Plan, limits: PlanLimits, calls: list[FlatCall]) -> list[PlanError]:

@@ -147,7 +147,7 @@ def _judge(
         )
         errors = (repeat, *(e for e in earlier.errors if e.code != REPEATED_PROPOSAL))
         return base.model_copy(update={"errors": errors, "repeat_of": earlier.n}), None
-    data["provenance"] = _provenance(proposal, request, run_id).model_dump(mode="json")
+    data["provenance"] = _provenance(proposal, request, run_id, catalogue).model_dump(mode="json")
     try:
         plan = Plan.model_validate(data)
     except ValidationError as exc:
@@ -162,7 +162,9 @@ def _judge(
     return attempt, None
 
 
-def _provenance(proposal: Proposal, request: PlanRequest, run_id: str) -> Provenance:
+def _provenance(
+    proposal: Proposal, request: PlanRequest, run_id: str, catalogue: Catalogue
+) -> Provenance:
     by = proposal.by
     return Provenance(
         actor_type=by.actor_type,
@@ -171,7 +173,22 @@ def _provenance(proposal: Proposal, request: PlanRequest, run_id: str) -> Proven
         model=by.model,
         prompt_version=by.prompt_version,
         source_document_id=request.source_document_id or request.request_id,
+        about=subject_of(request, catalogue),
     )
+
+
+def subject_of(
+    request: PlanRequest, catalogue: Catalogue
+) -> dict[str, str | int | float | bool] | None:
+    """What the request is about, from its trusted context: the fields the catalogue says
+    name a plan's subject (an order, the customer who asked). The plan carries them, and
+    the validator refuses a plan whose calls or facts name anything else."""
+    about = {
+        key: value
+        for key in catalogue.subject_keys()
+        if (value := request.context.get(key)) is not None and value != ""
+    }
+    return about or None
 
 
 def _clip(raw: str | None) -> str | None:
