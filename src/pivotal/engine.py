@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import math
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -25,8 +25,9 @@ from pivotal.catalogue import (
 from pivotal.clock import Clock
 from pivotal.errors import StoreError, VersionConflict
 from pivotal.hooks import Hook, Point
+from pivotal.identity import identity_of
 from pivotal.plan import Plan, Provenance
-from pivotal.policy import DAY, ApprovalRequirement
+from pivotal.policy import DAY, ApprovalRequirement, Window
 from pivotal.retry import Outcome, RetryPolicy, classify
 from pivotal.state import (
     ApprovalStatus,
@@ -87,6 +88,19 @@ def point_of_no_return(state: SagaState) -> int | None:
             if r.kind == kind:
                 return r.index
     return None
+
+
+def gate_of(state: SagaState, before: Collection[str] = ()) -> int | None:
+    """Where a person's approval is asked: at the point of no return, or before the first
+    call of a step in ``before`` when that comes earlier (a parallel group is asked before
+    its first member)."""
+    pnr = point_of_no_return(state)
+    early = next((r for r in state.steps if r.name in before), None)
+    if early is None or (pnr is not None and early.index >= pnr):
+        return pnr
+    if early.group is None:
+        return early.index
+    return next(r.index for r in state.steps if r.group == early.group)
 
 
 def _never() -> bool:
@@ -476,11 +490,12 @@ class SagaRun:
     async def _gate(self, index: int) -> bool:
         """Approval at the point of no return. True: go on and run the step."""
         rec = self.state.steps[index]
-        if index != point_of_no_return(self.state) or rec.status is not StepStatus.PENDING:
+        before = getattr(self.catalogue.approval, "before", ())
+        if index != gate_of(self.state, before) or rec.status is not StepStatus.PENDING:
             return True
         approval, now = self.state.approval, self.clock.now()
         if approval is None:
-            need = self._approval_needed(index)
+            need = await self._approval_needed(index)
             if need is None:
                 return True
             await self.emit(
@@ -507,8 +522,9 @@ class SagaRun:
             return approval.status is ApprovalStatus.APPROVED
         return False  # rejected or expired: compensation already started
 
-    def _approval_needed(self, index: int) -> ApprovalRequirement | None:
-        """Ask the catalogue's policy; a policy that fails sends the pivot to a person."""
+    async def _approval_needed(self, index: int) -> ApprovalRequirement | None:
+        """Ask the catalogue's policy; a policy that fails sends the pivot to a person, and
+        so do other sagas' exposure that cannot be read."""
         policy = self.catalogue.approval
         if policy is None:
             return None
@@ -516,8 +532,31 @@ class SagaRun:
         if isinstance(args, str):
             return None  # the step records the failure without calling anything
         name = self.state.steps[index].name
+        across: Window | None = getattr(policy, "across", None)
+        prior: list[Plan] = []
+        if across is not None:
+            if self._creating is not None:  # in the ledger first: see ``_prior``
+                await self.flush()
+            try:
+                found = await self._prior(across)
+            except Exception as exc:
+                return ApprovalRequirement(
+                    f"what other sagas for the same {across.by} expose could not be read "
+                    f"({describe(exc)}): a person must decide",
+                    DAY,
+                )
+            if found is None:
+                return ApprovalRequirement(
+                    f"more than {across.limit} other sagas for the same {across.by} are in "
+                    "flight or recent: a person must decide",
+                    DAY,
+                )
+            prior = found
         try:
-            need = policy(name, args, self.plan)
+            if across is not None:
+                need = policy(name, args, self.plan, prior=prior)  # type: ignore[call-arg]
+            else:
+                need = policy(name, args, self.plan)
             if need is not None and not isinstance(need, ApprovalRequirement):
                 raise TypeError(f"the policy returned {describe_value(need)}")
             if need is not None:
@@ -528,6 +567,30 @@ class SagaRun:
                 DAY,
             )
         return need
+
+    async def _prior(self, across: Window) -> list[Plan] | None:
+        """The plans of the other sagas ``across`` covers: naming one of the ids this plan
+        names as ``across.by``, still going or ended within its window, not compensated;
+        None when there are more than its limit. The caller creates this saga first, so
+        that of two sagas for one order checked at once, the later sees the earlier."""
+        ids: set[str] = set()
+        for i, r in enumerate(self.state.steps):
+            value = self._raw_args[i].get(across.by)
+            if isinstance(value, str):
+                fields = self.catalogue[r.name].args_model.model_fields
+                identity = identity_of(fields.get(across.by))
+                ids.add(identity.canonical(value) if identity is not None else value)
+        since = self.clock.now() - across.seconds
+        found: dict[str, Plan] = {}
+        for value in sorted(ids):
+            related = await self.store.sagas_naming(across.by, value, since, across.limit + 2)
+            others = [r for r in related if r.saga_id != self.state.saga_id]
+            if len(others) > across.limit:
+                return None
+            for other in others:
+                if other.status is not SagaStatus.COMPENSATED:
+                    found[other.saga_id] = other.plan
+        return list(found.values())
 
     async def _after(self, unit: list[int]) -> None:
         bad = [

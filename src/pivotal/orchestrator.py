@@ -27,8 +27,9 @@ from pivotal.errors import (
     VersionConflict,
 )
 from pivotal.hooks import Hook
+from pivotal.identity import identity_of
 from pivotal.lease import Lease, LeaseKeeper
-from pivotal.plan import Plan
+from pivotal.plan import FlatCall, Plan
 from pivotal.state import (
     ApprovalStatus,
     Event,
@@ -163,6 +164,7 @@ class Orchestrator:
                     }
                     for f in found.calls
                 ],
+                **_subjects(catalogue, found.calls),
             },
         )
         return apply(None, event), event, found
@@ -547,3 +549,18 @@ class Orchestrator:
         if not events:
             raise SagaNotFound(f"no saga {saga_id!r}")
         return replay(events)
+
+
+def _subjects(catalogue: Catalogue, calls: list[FlatCall]) -> dict[str, dict[str, list[str]]]:
+    """``{"subjects": {argument: [canonical ids]}}``: the entities the plan names, which
+    the ledger indexes (for exposure across sagas); nothing when it names none."""
+    named: dict[str, set[str]] = {}
+    for flat in calls:
+        fields = catalogue[flat.call.name].args_model.model_fields
+        for name, value in flat.call.args.items():
+            identity = identity_of(fields.get(name))
+            if identity is not None and isinstance(value, str):
+                named.setdefault(name, set()).add(identity.canonical(value))
+    if not named:
+        return {}
+    return {"subjects": {name: sorted(values) for name, values in sorted(named.items())}}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
@@ -32,6 +32,22 @@ class ApprovalRequirement:
             raise ValueError(f"an approval needs at least one approver, not {self.approvers}")
 
 
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Which other sagas count toward a plan's exposure: those whose plans name the same
+    ``by`` (an order id, a customer: an argument declared as an entity) and that are still
+    going, or ended within ``seconds``; compensated sagas moved nothing and do not count.
+    When more than ``limit`` of them are found, they are not counted: a person decides."""
+
+    by: str = "order_id"
+    seconds: float = DAY
+    limit: int = 200
+
+    def __post_init__(self) -> None:
+        if not self.by or self.seconds < 0 or self.limit < 1:
+            raise ValueError("a window needs an argument name, seconds >= 0 and limit >= 1")
+
+
 class ApprovalPolicy(Protocol):
     """Decides whether the pivot ``step`` called with ``args`` needs a person's approval.
 
@@ -41,9 +57,22 @@ class ApprovalPolicy(Protocol):
     must be refused by a catalogue rule (``Required``), not by the policy. A policy may define
     ``never_fires(catalogue) -> str | None`` so that a catalogue on which it can never fire is
     refused when its app is built.
+
+    Two optional attributes widen it. ``before``: step names before whose first call it is
+    asked instead, when that call comes earlier than the point of no return (a charge that
+    can be refunded, but should not be made unapproved). ``across``: a ``Window``; the
+    policy is then called with ``prior=``, the plans of the other sagas it covers, so that
+    one payment split over several sagas does not pass under the threshold.
     """
 
     def __call__(self, step: str, args: BaseModel, plan: Plan) -> ApprovalRequirement | None: ...
+
+
+def _others(prior: Sequence[Plan], total: Decimal, by: Window | None) -> str:
+    if not prior or by is None:
+        return ""
+    sagas = "saga" if len(prior) == 1 else "sagas"
+    return f", with {total:f} in {len(prior)} other {sagas} for the same {by.by}"
 
 
 def _number(value: object) -> Decimal | None:
@@ -76,6 +105,7 @@ class ThresholdPolicy:
     steps: frozenset[str] | None = None  # limit to these pivots; None means any pivot
     expires_in: float = DAY
     two_approvers_above: float | None = None  # above it, two distinct approvers
+    across: Window | None = None  # other sagas' amounts at the same steps count too
 
     def never_fires(self, catalogue: Catalogue) -> str | None:
         pivots = [s.name for s in catalogue if s.kind is not StepKind.COMPENSABLE]
@@ -87,25 +117,43 @@ class ThresholdPolicy:
             return f"no step it looks at ({', '.join(pivots)}) takes {self.field!r}"
         return None
 
-    def __call__(self, step: str, args: BaseModel, plan: Plan) -> ApprovalRequirement | None:
+    def __call__(
+        self, step: str, args: BaseModel, plan: Plan, *, prior: Sequence[Plan] = ()
+    ) -> ApprovalRequirement | None:
         if self.steps is not None and step not in self.steps:
             return None
         value = getattr(args, self.field, None)
         if not isinstance(value, int | float | Decimal) or isinstance(value, bool):
             return None
+        earlier = sum((self._moved(p, step) for p in prior), Decimal(0))
+        total = Decimal(str(value)) + earlier
         tier = self.tier_of(args, plan) if self.tier_of else None
         limit = self.by_tier.get(tier, self.threshold) if tier else self.threshold
-        if float(value) <= limit:
+        if total <= Decimal(str(limit)):
             return None
         who = f" for tier {tier!r}" if tier else ""
+        others = _others(prior, earlier, self.across)
         reason = (
-            f"{step} {self.field}={float(value):g} exceeds the approval threshold {limit:g}{who}"
+            f"{step} {self.field}={float(value):g}{others} exceeds the approval threshold "
+            f"{limit:g}{who}"
         )
         two = self.two_approvers_above
-        if two is not None and Decimal(str(value)) > Decimal(str(two)):
+        if two is not None and total > Decimal(str(two)):
             reason += f"; above {two:g} two people must approve"
             return ApprovalRequirement(reason, self.expires_in, approvers=2)
         return ApprovalRequirement(reason, self.expires_in)
+
+    def _moved(self, plan: Plan, step: str) -> Decimal:
+        """What another saga's plan moves at the steps this policy looks at."""
+        looked_at = self.steps if self.steps is not None else {step}
+        return sum(
+            (
+                _number(f.call.args.get(self.field)) or Decimal(0)
+                for f in plan.calls()
+                if f.call.name in looked_at
+            ),
+            Decimal(0),
+        )
 
 
 @dataclass(frozen=True)
@@ -127,15 +175,17 @@ class ExposurePolicy:
     always: frozenset[str] = frozenset()
     expires_in: float = DAY
     two_approvers_above: float | None = None  # a total above it needs two distinct approvers
+    before: frozenset[str] = frozenset()  # asked before the first of these, if earlier
+    across: Window | None = None  # other sagas' exposure counts too
 
     def never_fires(self, catalogue: Catalogue) -> str | None:
         unknown = sorted(a for a in self.always if a not in catalogue)
         if unknown:
             return f"'always' names steps the catalogue lacks: {', '.join(unknown)}"
-        if self.counted is not None:
-            missing = sorted(c for c in self.counted if c not in catalogue)
+        for name, steps in (("counted", self.counted or ()), ("before", self.before)):
+            missing = sorted(c for c in steps if c not in catalogue)
             if missing:
-                return f"'counted' names steps the catalogue lacks: {', '.join(missing)}"
+                return f"{name!r} names steps the catalogue lacks: {', '.join(missing)}"
         if self.always or self.threshold is None:
             return None if self.always else "it has neither a threshold nor 'always'"
         counted = self.counted if self.counted is not None else {s.name for s in catalogue}
@@ -153,25 +203,29 @@ class ExposurePolicy:
             total += value if value is not None else 0
         return total
 
-    def __call__(self, step: str, args: BaseModel, plan: Plan) -> ApprovalRequirement | None:
+    def __call__(
+        self, step: str, args: BaseModel, plan: Plan, *, prior: Sequence[Plan] = ()
+    ) -> ApprovalRequirement | None:
         called = {f.call.name for f in plan.calls()}
         reasons = [
             f"the plan calls {name}, which a person always approves"
             for name in sorted(self.always & called)
         ]
+        earlier = sum((self.exposure(p) for p in prior), Decimal(0))
+        total = self.exposure(plan) + earlier
         approvers = 1
         if self.threshold is not None:
             tier = self.tier_of(args, plan) if self.tier_of else None
             limit = self.by_tier.get(tier, self.threshold) if tier else self.threshold
-            total = self.exposure(plan)
             if total > Decimal(str(limit)):
                 who = f" for tier {tier!r}" if tier else ""
+                others = _others(prior, earlier, self.across)
                 reasons.append(
-                    f"the plan moves {self.field}={total:f} in all, above the approval "
-                    f"threshold {limit:g}{who}"
+                    f"the plan moves {self.field}={self.exposure(plan):f} in all{others}, "
+                    f"above the approval threshold {limit:g}{who}"
                 )
         two = self.two_approvers_above
-        if two is not None and reasons and self.exposure(plan) > Decimal(str(two)):
+        if two is not None and reasons and total > Decimal(str(two)):
             reasons.append(f"above {two:g} in all, two people must approve")
             approvers = 2
         if not reasons:

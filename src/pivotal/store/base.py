@@ -34,6 +34,17 @@ class SagaSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class Related:
+    """A saga whose plan names a given entity (an order): what exposure across sagas
+    counts."""
+
+    saga_id: str
+    status: SagaStatus
+    updated_at: float
+    plan: Plan
+
+
+@dataclass(frozen=True, slots=True)
 class PendingApproval:
     saga_id: str
     catalogue: str
@@ -183,6 +194,12 @@ class Store(Protocol):
         ...
 
     async def pending_approvals(self) -> list[PendingApproval]: ...
+
+    async def sagas_naming(self, name: str, value: str, since: float, limit: int) -> list[Related]:
+        """The sagas whose plans name the entity ``name`` = ``value`` (its canonical id, as
+        the submission recorded it) that are still going or changed at or after ``since``;
+        newest first, at most ``limit``."""
+        ...
 
     async def dead_letters(
         self, status: str | None = "open", *, due_by: float | None = None, id: int | None = None

@@ -73,6 +73,17 @@ INSERT_SAGA_LEASED = (
     "ON CONFLICT (saga_id) DO NOTHING"
 )
 SET_COMPENSATING_SINCE = "UPDATE sagas SET compensating_since = ? WHERE saga_id = ?"
+INSERT_SUBJECT = (
+    "INSERT INTO saga_subjects (name, value, saga_id) VALUES (?, ?, ?) "
+    "ON CONFLICT (name, value, saga_id) DO NOTHING"
+)
+# The sagas naming one entity that are still going, or changed since a time (newest first).
+SAGAS_NAMING = (
+    "SELECT s.saga_id, s.status, s.updated_at, s.plan FROM saga_subjects j "
+    "JOIN sagas s ON s.saga_id = j.saga_id WHERE j.name = ? AND j.value = ? "
+    "AND (s.status IN ('submitted', 'running', 'compensating', 'awaiting_approval') "
+    "OR s.updated_at >= ?) ORDER BY s.created_at DESC, s.saga_id LIMIT ?"
+)
 UPSERT_STEP = (
     f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(15)}) "
     "ON CONFLICT (saga_id, idx) DO UPDATE SET status = excluded.status, "

@@ -70,6 +70,15 @@ def step_from_row(row: Any) -> StepRecord:
     )
 
 
+def subject_rows(saga_id: str, events: Sequence[Event]) -> list[tuple[str, str, str]]:
+    """(name, value, saga id) of each entity the saga's submission says its plan names
+    (``subjects``: argument name -> canonical ids)."""
+    if not events or events[0].type is not EventType.SAGA_SUBMITTED:
+        return []
+    named: Mapping[str, Sequence[str]] = events[0].data.get("subjects") or {}
+    return [(name, value, saga_id) for name, values in named.items() for value in values]
+
+
 def approval_row(saga_id: str, a: ApprovalRecord) -> tuple[Any, ...]:
     return (
         saga_id,

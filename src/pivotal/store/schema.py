@@ -212,6 +212,17 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         WHERE status IN ('submitted', 'running', 'compensating', 'awaiting_approval');
     CREATE INDEX sagas_lease_expiry ON sagas(lease_expires_at) WHERE lease_owner IS NOT NULL;
     """,
+    # 9: the entities each saga's plan names (argument name, canonical id), written with the
+    # saga: the other sagas for one order are found by index, whatever the ledger's size
+    # (exposure across sagas). Sagas created before this version are not listed.
+    """
+    CREATE TABLE saga_subjects (
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        saga_id TEXT NOT NULL REFERENCES sagas(saga_id),
+        PRIMARY KEY (name, value, saga_id)
+    );
+    """,
 )
 
 

@@ -24,7 +24,14 @@ from pivotal.plan import Plan, Provenance
 from pivotal.state import ApprovalStatus, Event, SagaState, SagaStatus
 from pivotal.store import queries as q
 from pivotal.store import rows
-from pivotal.store.base import DeadLetter, PendingApproval, SagaSummary, StoredSaga, Token
+from pivotal.store.base import (
+    DeadLetter,
+    PendingApproval,
+    Related,
+    SagaSummary,
+    StoredSaga,
+    Token,
+)
 from pivotal.store.primitives import BatchResult as BatchResult
 from pivotal.store.primitives import Fetch as Fetch
 from pivotal.store.primitives import Row as Row
@@ -132,6 +139,9 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
                 many=True,
             ),
         ]
+        subjects = rows.subject_rows(state.saga_id, events)
+        if subjects:
+            stmts.append(Stmt(q.INSERT_SUBJECT, subjects, many=True))
         # A saga created with the first events of its pass (its first intent, say) may
         # carry what a later commit would write: all of it lands in the same transaction.
         if state.approval is not None:
@@ -355,6 +365,13 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
     async def pending_approvals(self) -> list[PendingApproval]:
         found = await self._fetch(q.PENDING_APPROVALS, (ApprovalStatus.PENDING.value,))
         return [PendingApproval(r[0], r[12], r[13], rows.approval_from_row(r)) for r in found]
+
+    async def sagas_naming(self, name: str, value: str, since: float, limit: int) -> list[Related]:
+        found = await self._fetch(q.SAGAS_NAMING, (name, value, since, limit))
+        return [
+            Related(r[0], SagaStatus(r[1]), float(r[2]), Plan.model_validate_json(r[3]))
+            for r in found
+        ]
 
     async def dead_letters(
         self, status: str | None = "open", *, due_by: float | None = None, id: int | None = None

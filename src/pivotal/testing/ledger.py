@@ -23,6 +23,7 @@ from pivotal.store.base import (
     DeadLetter,
     OpsSnapshot,
     PendingApproval,
+    Related,
     SagaSummary,
     Store,
     StoredSaga,
@@ -197,6 +198,9 @@ class FlakyStore:
 
     async def pending_approvals(self) -> list[PendingApproval]:
         return await self.inner.pending_approvals()
+
+    async def sagas_naming(self, name: str, value: str, since: float, limit: int) -> list[Related]:
+        return await self.inner.sagas_naming(name, value, since, limit)
 
     async def dead_letters(
         self, status: str | None = "open", *, due_by: float | None = None, id: int | None = None
