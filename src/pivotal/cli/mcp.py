@@ -58,6 +58,7 @@ def mcp(
 
     async def work() -> None:
         from pivotal.mcp import PATH, build_server, http_app
+        from pivotal.mcp.server import run_stdio
 
         async with writing(settings, "mcp") as orch:
             if transport is Transport.STDIO:
@@ -66,7 +67,7 @@ def mcp(
                     settings.ledger,
                     extra={"fields": {"event": "mcp_starting", "transport": "stdio"}},
                 )
-                await build_server(orch, version=pivotal_version()).run_stdio_async()
+                await run_stdio(build_server(orch, version=pivotal_version()))
                 return
             import uvicorn
 

@@ -6,13 +6,18 @@ caller by its client name. ``build_server(orch, url=...)`` requires a bearer tok
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from io import TextIOWrapper
+from typing import Any, cast
 
+import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
 from mcp_types import ToolAnnotations
 from starlette.applications import Starlette
 
 from pivotal.mcp.auth import LedgerTokens, auth_settings
+from pivotal.mcp.strict import StrictPlans, strict_lines
 from pivotal.mcp.tools import PlannerTools
 from pivotal.orchestrator import Orchestrator
 
@@ -79,4 +84,16 @@ def http_app(
     Run the app's lifespan (uvicorn does) or ``server.session_manager.run()`` around it."""
     shown = f"[{host}]" if ":" in host else host
     server = build_server(orchestrator, url=f"http://{shown}:{port}", version=version)
-    return server, server.streamable_http_app(streamable_http_path=PATH, host=host)
+    app = server.streamable_http_app(streamable_http_path=PATH, host=host)
+    app.add_middleware(StrictPlans)  # plans read as sent: a key given twice is refused
+    return server, app
+
+
+async def run_stdio(server: MCPServer[Any]) -> None:
+    """Serve ``server`` over this process's stdin and stdout, as ``run_stdio_async`` does,
+    with every line read through ``plans_as_text``: plans are read as sent."""
+    wire = TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    lines = strict_lines(aiter(anyio.wrap_file(wire)))
+    async with stdio_server(stdin=cast(Any, lines)) as (read, write):
+        low = server._lowlevel_server
+        await low.run(read, write, low.create_initialization_options())

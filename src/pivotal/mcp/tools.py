@@ -9,12 +9,14 @@ call next."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
-from pydantic import Field, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema
 
+from pivotal.agent_view import agent_saga
 from pivotal.errors import InvalidInput, PivotalError, PlanParseError, PlanRejected, SagaConflict
 from pivotal.mcp import views
 from pivotal.mcp.auth import Caller, caller
@@ -23,8 +25,19 @@ from pivotal.plan import ActorType, ParallelGroup, Plan, StepCall, parse_plan
 from pivotal.planning.render import render_catalogue
 from pivotal.validation import validate
 
+
+def _as_text(value: object) -> object:
+    """A plan given as an object (by a client in this process) as its JSON text: every plan
+    is read by ``parse_plan`` from text, as the transports hand it over (``mcp.strict``)."""
+    return json.dumps(value) if isinstance(value, dict) else value
+
+
+# Typed as text, so that the SDK never parses it itself (a JSON parser keeps the last of two
+# equal keys); offered to clients as an object or its JSON text.
 PlanArg = Annotated[
-    dict[str, Any] | str,
+    str,
+    BeforeValidator(_as_text),
+    WithJsonSchema({"anyOf": [{"type": "object"}, {"type": "string"}]}),
     Field(
         description='The plan as a JSON object (or JSON text): {"catalogue": ..., "steps": '
         '[{"name": ..., "args": {...}}], "rationale": ...}, following the schema '
@@ -169,14 +182,14 @@ class PlannerTools:
                 f"no saga {saga_id[:200]!r} submitted by {who.name}: use the saga_id "
                 "submit_plan returned",
             )
-        return views.ok(views.saga_view(stored))
+        return views.ok(agent_saga(stored))
 
     # -- helpers ---------------------------------------------------------------------------
 
     def _known(self) -> str:
         return ", ".join(sorted(self.orchestrator.app.catalogues)) or "none"
 
-    def _parse(self, plan: dict[str, Any] | str) -> Plan | list[views.ErrorView]:
+    def _parse(self, plan: str) -> Plan | list[views.ErrorView]:
         try:
             return parse_plan(plan)
         except PlanParseError as exc:

@@ -11,6 +11,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
+from pivotal.agent_view import WAITING, agent_saga
+from pivotal.agent_view import SagaView as AgentSagaView
 from pivotal.errors import PlanRejected, SagaNotFound
 from pivotal.plan import ActorType, Plan, parse_plan
 from pivotal.planning.render import render_catalogue
@@ -121,7 +123,10 @@ async def submit(
     state = await ctx.orchestrator.submit(plan, saga_id=saga_id)
     if existed:
         response.status_code = 200
-    return views.outcome(state) | {"created": not existed}
+    shown = views.outcome(state) | {"created": not existed}
+    if who.role is Role.AGENT and state.approval is not None:  # why a person decides is theirs
+        shown["approval"] = asdict(state.approval) | {"reason": WAITING}
+    return shown
 
 
 @router.get("/sagas", response_model=views.Page[views.SagaRow])
@@ -136,12 +141,21 @@ async def list_sagas(
     return pages.of([asdict(s) | {"status": s.status.value} for s in found])
 
 
-@router.get("/sagas/{saga_id}", response_model=views.SagaView, responses=responses(404))
+@router.get(
+    "/sagas/{saga_id}",
+    response_model=views.SagaView | AgentSagaView,
+    responses=responses(404),
+)
 async def show_saga(ctx: Ctx, who: Anyone, saga_id: str) -> dict[str, Any]:
     """Status, steps, the events timeline, provenance and reason of one saga. An agent sees
-    only the sagas it submitted."""
+    only the sagas it submitted, as the MCP tools show them: where each step stands and the
+    saga's reason, never results, undos or why a person must decide."""
     stored = await ctx.store.load(saga_id)
-    if stored is None or (who.role is Role.AGENT and stored.plan.provenance.actor_id != who.name):
+    if who.role is Role.AGENT:
+        if stored is None or stored.plan.provenance.actor_id != who.name:
+            raise SagaNotFound(f"no saga {saga_id[:200]!r}")
+        return agent_saga(stored).model_dump(mode="json")
+    if stored is None:
         raise SagaNotFound(f"no saga {saga_id[:200]!r}")
     return views.saga(stored, await ctx.store.events(saga_id))
 
