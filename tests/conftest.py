@@ -107,7 +107,14 @@ def faults() -> Faults:
 def app(tmp_path: Path, faults: Faults) -> Iterator[CommerceApp]:
     commerce = create_app(tmp_path / "commerce.db", faults)
     # Beside the seeded order 4471 (180, over the approval threshold), an order of 120.
-    commerce.services.order(SMALL_ORDER, customer="c-4490", amount="120.00", sku="sku-1")
+    commerce.services.order(
+        SMALL_ORDER,
+        customer="c-4490",
+        amount="120.00",
+        sku="sku-1",
+        quantity=1,
+        recipient="ana@example.com",
+    )
     yield commerce
     commerce.services.close()
 
@@ -141,9 +148,45 @@ def reserve(
     }
 
 
+def open_order(
+    services: CommerceServices,
+    order_id: str,
+    *,
+    amount: str,
+    sku: str,
+    quantity: int,
+    warehouse: str = "A",
+) -> None:
+    """An open order in the order system for a plan a test builds (the shipped catalogues
+    bind every plan to its order's facts): made when it is new; an order a test made
+    without all its details gets the missing ones."""
+    wanted: dict[str, Any] = {
+        "amount": amount,
+        "lines": [{"sku": sku, "quantity": quantity}],
+        "warehouse": warehouse,
+        "recipient": f"{order_id}@example.com",
+    }
+    if services.order_status(order_id) is None:
+        services.order(order_id, customer=f"c-{order_id}", **wanted)
+        return
+    row = services.db.execute(
+        "SELECT details FROM orders WHERE order_id = ?", (order_id,)
+    ).fetchone()
+    details = json.loads(row[0] or "{}")
+    if "sku" in details and "lines" not in details:
+        del wanted["lines"]  # its one line is named by sku and quantity
+    missing = {k: v for k, v in wanted.items() if k not in details}
+    if missing:
+        services.db.execute(
+            "UPDATE orders SET details = ? WHERE order_id = ?",
+            (json.dumps(details | missing), order_id),
+        )
+
+
 @pytest.fixture
-def checkout_plan() -> PlanBuilder:
-    """checkout: reserve_stock, charge_payment, create_shipment (``order`` reorders them)."""
+def checkout_plan(app: CommerceApp) -> PlanBuilder:
+    """checkout: reserve_stock, charge_payment, create_shipment (``order`` reorders them),
+    for an open order of the test app with these lines and amount (made if it is new)."""
 
     def build(
         order_id: str = "o-1",
@@ -155,6 +198,9 @@ def checkout_plan() -> PlanBuilder:
         order: tuple[str, ...] = ("reserve_stock", "charge_payment", "create_shipment"),
         rationale: str = "customer checkout",
     ) -> Plan:
+        open_order(
+            app.services, order_id, amount=amount, sku=sku, quantity=quantity, warehouse=warehouse
+        )
         calls: dict[str, dict[str, Any]] = {
             "reserve_stock": reserve(order_id, sku, quantity, warehouse),
             "charge_payment": {
@@ -178,17 +224,25 @@ def checkout_plan() -> PlanBuilder:
 
 
 @pytest.fixture
-def fulfilment_plan() -> PlanBuilder:
-    """fulfilment: reserve, authorize, capture (pivot), ship, confirm."""
+def fulfilment_plan(app: CommerceApp) -> PlanBuilder:
+    """fulfilment: reserve, authorize, capture (pivot), ship, confirm; what is not given
+    comes from the order's facts in the test app (an order it lacks is made)."""
 
     def build(
         order_id: str = SMALL_ORDER,
         *,
-        amount: str = "120.00",
-        sku: str = "sku-1",
-        quantity: int = 1,
+        amount: str | None = None,
+        sku: str | None = None,
+        quantity: int | None = None,
         rationale: str = "ship order to the customer",
     ) -> Plan:
+        facts = app.services.order_facts(order_id)
+        line = (facts.get("lines") or [{}])[0]
+        amount = amount or str(facts.get("amount", "120.00"))
+        sku = sku or str(line.get("sku", "sku-1"))
+        quantity = quantity or int(line.get("quantity", 1))
+        open_order(app.services, order_id, amount=amount, sku=sku, quantity=quantity)
+        recipient = app.services.order_facts(order_id)["recipient"]  # made if it was missing
         payment = {"order_id": order_id, "amount": amount}
         return parse_plan(
             {
@@ -200,7 +254,7 @@ def fulfilment_plan() -> PlanBuilder:
                     {"name": "create_shipment", "args": {"order_id": order_id}},
                     {
                         "name": "send_confirmation",
-                        "args": {"order_id": order_id, "recipient": "ana@example.com"},
+                        "args": {"order_id": order_id, "recipient": recipient},
                     },
                 ],
                 "rationale": rationale,

@@ -95,6 +95,10 @@ async def scenario(title: str, folder: Path, *, ship_fails: bool, verdict: str |
     if ship_fails:
         faults.always("ship", Fault.PERMANENT)
     app = create_app(folder / "commerce.db", faults)
+    # the order in the shop's order system: every plan is bound to its amount, lines and
+    # recipient, so the agent's plan must be about this order as it stands
+    facts = {k: ORDER[k] for k in ("amount", "sku", "quantity", "warehouse", "recipient")}
+    app.services.order(str(ORDER["order_id"]), customer="ana", **facts)
     async with SQLiteStore(folder / "ledger.db") as store:
         orch = Orchestrator(store, app)
         sessions = InMemorySessionService()

@@ -1,7 +1,9 @@
 # examples/first_catalogue/fakeshop.py
-"""Stand-ins for a payment provider and a mailer. Like real ones, they apply a call once per
-idempotency key (a repeated key returns the first reply), and they keep their state in a
-SQLite file, so that every process (submit, worker, approve) sees the same world."""
+"""Stand-ins for the shop's order system, a payment provider and a mailer. Like real ones,
+they apply a call once per idempotency key (a repeated key returns the first reply), and they
+keep their state in a SQLite file, so that every process (submit, worker, approve) sees the
+same world. Two orders exist: 4471 (180.00, ana@example.com) and 9 (120.00, whose card
+issuer declines every capture)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,19 @@ class FakeServices:
             " amount TEXT NOT NULL, status TEXT NOT NULL);"
             "CREATE TABLE IF NOT EXISTS captures (key TEXT PRIMARY KEY, hold TEXT NOT NULL);"
             "CREATE TABLE IF NOT EXISTS emails (key TEXT PRIMARY KEY, recipient TEXT NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS orders (order_id TEXT PRIMARY KEY, amount TEXT NOT NULL,"
+            " email TEXT NOT NULL, status TEXT NOT NULL, card TEXT NOT NULL);"
+            "INSERT OR IGNORE INTO orders VALUES"
+            " ('4471', '180.00', 'ana@example.com', 'open', 'ok'),"
+            " ('9', '120.00', 'ben@example.com', 'open', 'declines');"
         )
+
+    def order(self, order_id: str) -> dict[str, Any]:
+        """What the order system knows of an order (nothing when there is no such order)."""
+        row = self.db.execute(
+            "SELECT amount, email, status FROM orders WHERE order_id = ?", (order_id,)
+        ).fetchone()
+        return {} if row is None else {"amount": row[0], "email": row[1], "status": row[2]}
 
     def hold(self, order_id: str, amount: Decimal, key: str) -> Reply:
         def apply() -> Reply:
@@ -57,7 +71,11 @@ class FakeServices:
             ).fetchone()
             if row is None or Decimal(row[1]) < amount:
                 raise Permanent(f"no hold of {amount} for order {order_id}")
+            card = self.db.execute("SELECT card FROM orders WHERE order_id = ?", (order_id,))
+            if card.fetchone() == ("declines",):
+                raise Permanent(f"the card issuer declined the capture for order {order_id}")
             self.db.execute("UPDATE holds SET status = 'captured' WHERE key = ?", (row[0],))
+            self.db.execute("UPDATE orders SET status = 'paid' WHERE order_id = ?", (order_id,))
             self.db.execute("INSERT INTO captures VALUES (?, ?)", (key, row[0]))
             return {"captured": row[0], "amount": str(amount)}
 

@@ -4,24 +4,38 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any
 
 from fakeshop import FakeServices
 from pydantic import BaseModel, Field
 
 from pivotal import App, Catalogue, StepContext, ThresholdPolicy
-from pivotal.rules import Agree, Required, RequiresEarlier
+from pivotal.identity import MONEY, Email, OrderId
+from pivotal.policy import Window
+from pivotal.rules import Agree, AtMost, FromFact, Required, RequiresEarlier
 
 
 class Payment(BaseModel):
-    order_id: str
-    amount: Decimal = Field(gt=0, le=500)  # bounds live in the schema, not in a prompt
+    order_id: OrderId  # an entity: one spelling ("4471", never "4471 ")
+    amount: Annotated[Decimal, MONEY] = Field(gt=0, le=500)  # bounds live in the schema
 
 
 class Receipt(BaseModel):
-    order_id: str
-    email: str
+    order_id: OrderId
+    email: Email  # one address: nothing that could add a header or a recipient
+
+
+class Shop(App):
+    """The shop's catalogue, and what its order system says about an order."""
+
+    def __init__(self, catalogue: Catalogue, services: FakeServices) -> None:
+        super().__init__([catalogue], name="shop")
+        self.services = services
+
+    def facts(self, context: Mapping[str, object]) -> dict[str, object]:
+        return self.services.order(str(context.get("order_id", "")))
 
 
 def create_app(services: FakeServices | None = None) -> App:
@@ -31,17 +45,28 @@ def create_app(services: FakeServices | None = None) -> App:
     payments = Catalogue(
         "payments",
         "Take a card payment for an order, then send the receipt.",
-        approval=ThresholdPolicy(threshold=150),  # a capture above 150 waits for a person
+        # a capture taking the order over 150 waits for a person, counting the other
+        # sagas for the same order (one payment split in two still waits)
+        approval=ThresholdPolicy(threshold=150, across=Window("order_id")),
         rules=[
             Required("capture_payment"),
             RequiresEarlier("capture_payment", "hold_payment"),
+            AtMost("capture_payment"),
+            AtMost("send_receipt"),
             Agree("order_id"),
+            FromFact("amount"),  # the hold and the capture: the order's total
+            FromFact("email", steps=["send_receipt"]),  # the receipt: the order's customer
         ],
+        unbound="refuse",  # every amount and id above is bound, or the app does not load
     )
 
     async def find(args: BaseModel, ctx: StepContext) -> dict[str, Any] | None:
         # after a crash mid-call, recovery asks whether the call made with ctx.key took effect
         return svc.find(ctx.key)
+
+    def unpaid(args: Payment) -> str | None:
+        status = svc.order(args.order_id).get("status")
+        return None if status == "open" else f"order {args.order_id} is {status or 'unknown'}"
 
     @payments.compensable(lookup=find)
     async def hold_payment(args: Payment, ctx: StepContext) -> dict[str, Any]:
@@ -54,7 +79,7 @@ def create_app(services: FakeServices | None = None) -> App:
         reply = svc.release(hold_key=ctx.action_key, key=ctx.key)
         return "hold released" if reply["released"] else "no hold to release"
 
-    @payments.pivot(lookup=find)
+    @payments.pivot(lookup=find, precondition=unpaid)
     async def capture_payment(args: Payment, ctx: StepContext) -> dict[str, Any]:
         """Capture the held amount: the point of no return."""
         return svc.capture(args.order_id, args.amount, key=ctx.key)
@@ -64,4 +89,4 @@ def create_app(services: FakeServices | None = None) -> App:
         """Email the receipt; it cannot be unsent, so it comes after the capture."""
         return svc.email(args.email, key=ctx.key)
 
-    return App([payments], name="shop")
+    return Shop(payments, svc)

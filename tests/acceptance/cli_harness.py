@@ -14,6 +14,7 @@ from typer.main import get_command
 from typer.testing import CliRunner, Result
 
 from pivotal.cli import cli as pivotal_cli
+from pivotal.examples.commerce import CommerceServices
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"
 
@@ -32,6 +33,31 @@ BAD_APPS = {
         "value = 42\n"
     ),
 }
+
+
+def open_order(
+    services: CommerceServices,
+    order_id: str,
+    *,
+    amount: str,
+    sku: str,
+    quantity: int,
+    warehouse: str = "A",
+    recipient: str | None = None,
+    customer: str | None = None,
+) -> None:
+    """An open order in the example's order system, with the facts a plan for it must
+    match (the shipped catalogues bind every plan to its order): its amount, its one line
+    ``sku`` x ``quantity``, the warehouse and the confirmation's recipient (by default
+    ``customer-{order_id}@example.com``, like the seeded orders)."""
+    services.order(
+        order_id,
+        customer=customer or f"c-{order_id}",
+        amount=amount,
+        lines=[{"sku": sku, "quantity": quantity}],
+        warehouse=warehouse,
+        recipient=recipient or f"customer-{order_id}@example.com",
+    )
 
 
 def commands() -> Iterator[tuple[tuple[str, ...], Any]]:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from cli_harness import open_order
 
 from pivotal.examples.commerce import CommerceServices, Fault
 from pivotal.examples.commerce.demo import PLANNED, scenarios
@@ -18,6 +19,8 @@ def call(name: str, **args: Any) -> dict[str, Any]:
 
 
 def checkout(order: str, amount: str = "49.90") -> dict[str, Any]:
+    """Two of sku-1 for ``amount``: the seeded orders "order-1".."order-5" (49.90), or one
+    opened with ``open_checkout``."""
     return {
         "catalogue": "checkout",
         "steps": [
@@ -30,6 +33,8 @@ def checkout(order: str, amount: str = "49.90") -> dict[str, Any]:
 
 
 def fulfilment(order: str, amount: str) -> dict[str, Any]:
+    """One lamp from warehouse B for ``amount``, confirmed to customer-{order}@example.com:
+    the seeded order "4471" (180), or one opened with ``open_fulfilment``."""
     payment = {"order_id": order, "amount": amount}
     return {
         "catalogue": "fulfilment",
@@ -38,10 +43,20 @@ def fulfilment(order: str, amount: str) -> dict[str, Any]:
             call("authorize_payment", **payment),
             call("capture_payment", **payment),
             call("create_shipment", order_id=order, warehouse="B"),
-            call("send_confirmation", order_id=order, recipient="ana@example.com"),
+            call("send_confirmation", order_id=order, recipient=f"customer-{order}@example.com"),
         ],
         "rationale": f"ship order {order} from warehouse B, closer to the customer",
     }
+
+
+def open_checkout(services: CommerceServices, order: str, amount: str = "49.90") -> None:
+    """The order a ``checkout(order, amount)`` plan is for, open in ``services``."""
+    open_order(services, order, amount=amount, sku="sku-1", quantity=2)
+
+
+def open_fulfilment(services: CommerceServices, order: str, amount: str) -> None:
+    """The order a ``fulfilment(order, amount)`` plan is for, open in ``services``."""
+    open_order(services, order, amount=amount, sku="lamp", quantity=1, warehouse="B")
 
 
 INVALID = {
@@ -56,7 +71,7 @@ INVALID_CODES = {"invalid_args", "kind_order", "unknown_step"}
 
 
 def test_validate_reports_each_error_and_exit_codes(cli) -> None:
-    good, bad = cli.plan("good.json", checkout("o-1")), cli.plan("bad.json", INVALID)
+    good, bad = cli.plan("good.json", checkout("order-1")), cli.plan("bad.json", INVALID)
 
     assert "valid" in cli.ok("validate", good)
     assert cli.json("validate", good) == {"valid": True, "errors": []}
@@ -86,7 +101,7 @@ def test_validate_malformed_json_names_the_code(cli) -> None:
 
 
 def test_submit_then_worker_runs_the_saga(cli) -> None:
-    plan = cli.plan("plan.json", checkout("o-1"))
+    plan = cli.plan("plan.json", checkout("order-1"))
 
     assert cli.ok("submit", plan, "--saga-id", "s1").strip() == "s1"
     assert cli.json("sagas", "show", "s1")["status"] == "submitted"
@@ -106,12 +121,12 @@ def test_submit_then_worker_runs_the_saga(cli) -> None:
 
 
 def test_resubmission_is_idempotent_and_a_conflict_changes_nothing(cli) -> None:
-    plan = cli.plan("plan.json", checkout("o-1"))
+    plan = cli.plan("plan.json", checkout("order-1"))
     cli.ok("submit", plan, "--saga-id", "s1")
     before = cli.json("sagas", "show", "s1")
 
     assert cli.ok("submit", plan, "--saga-id", "s1").strip() == "s1"
-    other = cli.plan("other.json", checkout("o-1", amount="12.00"))
+    other = cli.plan("other.json", checkout("order-1", amount="12.00"))
     done = cli("submit", other, "--saga-id", "s1")
 
     assert done.returncode == 2
@@ -123,7 +138,7 @@ def test_resubmission_is_idempotent_and_a_conflict_changes_nothing(cli) -> None:
 
 def test_approvals_through_the_cli(cli) -> None:
     services = CommerceServices(cli.tmp / "commerce.db")
-    services.order("4480", customer="c-4480")
+    open_fulfilment(services, "4480", "200")
     services.close()
     cli.ok("submit", cli.plan("s2.json", fulfilment("4471", "180")), "--saga-id", "s2")
     cli.ok("submit", cli.plan("s3.json", fulfilment("4480", "200")), "--saga-id", "s3")
@@ -170,6 +185,7 @@ def test_dead_letters_through_the_cli(cli) -> None:
     services.faults.next("charge", Fault.PERMANENT, Fault.PERMANENT)
     services.faults.always("release", Fault.PERMANENT)
     for saga in ("d1", "d2"):
+        open_checkout(services, saga)
         cli.ok("submit", cli.plan(f"{saga}.json", checkout(saga)), "--saga-id", saga)
     # Only the sweep at its start: a slow run must not also retry the letters it parked.
     cli.ok("worker", "--until-idle", "--poll", "0.05", "--sweep-every", "3600")

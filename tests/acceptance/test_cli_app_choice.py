@@ -31,7 +31,7 @@ WRITERS = [
 
 def filled(args: list[str], inproc: InProcess) -> list[str]:
     (inproc.tmp / "requests.jsonl").write_text('{"context": {"order_id": "4471"}}\n')
-    plan = inproc.plan("plan.json", checkout("o-1"))
+    plan = inproc.plan("plan.json", checkout("order-1"))
     swap = {"PLAN": plan, "REQUESTS": str(inproc.tmp / "requests.jsonl")}
     return [swap.get(a, a) for a in args]
 
@@ -48,7 +48,7 @@ def test_a_writer_without_an_app_is_refused(inproc: InProcess, args: list[str]) 
 
 
 def test_the_example_on_purpose_runs(inproc: InProcess) -> None:
-    plan = inproc.plan("plan.json", checkout("o-1"))
+    plan = inproc.plan("plan.json", checkout("order-1"))
     assert inproc.raw("--db", inproc.url, "--example-app", "submit", plan).exit_code == 0
     done = inproc.raw("--db", inproc.url, "--example-app", "worker", "--until-idle")
     assert done.exit_code == 0
@@ -61,7 +61,7 @@ def test_an_app_from_the_environment_counts_as_named(inproc: InProcess) -> None:
         "def app():\n    return create_app(__import__('pathlib').Path(__file__).parent / 's.db')\n"
     )
     inproc.env["PIVOTAL_APP"] = "envapp:app"
-    done = inproc.raw("--db", inproc.url, "submit", inproc.plan("p.json", checkout("o-1")))
+    done = inproc.raw("--db", inproc.url, "submit", inproc.plan("p.json", checkout("order-1")))
     assert done.exit_code == 0, done.stderr
     both = inproc.raw("--db", inproc.url, "--example-app", "sweep")
     assert both.exit_code == 2
@@ -69,7 +69,7 @@ def test_an_app_from_the_environment_counts_as_named(inproc: InProcess) -> None:
 
 
 def test_the_readers_validate_and_plan_keep_the_example(inproc: InProcess) -> None:
-    plan = inproc.plan("plan.json", checkout("o-1"))
+    plan = inproc.plan("plan.json", checkout("order-1"))
     assert inproc.raw("--db", inproc.url, "validate", plan).exit_code == 0
     dry = inproc.raw("--db", inproc.url, "plan", "ship it", "--order", "4471")
     assert dry.exit_code == 0, dry.stderr
@@ -95,7 +95,7 @@ def test_an_app_that_cannot_load_is_one_clear_error(
 ) -> None:
     for name, source in BAD_APPS.items():
         (inproc.tmp / name).write_text(source)
-    plan = inproc.plan("plan.json", checkout("o-1"))
+    plan = inproc.plan("plan.json", checkout("order-1"))
     done = inproc.raw("--db", inproc.url, "--app", spec, "validate", plan)
     assert done.exit_code == 2
     assert done.stderr.startswith("error [app_load_failed]: ")
@@ -113,7 +113,7 @@ def test_the_example_keeps_its_services_beside_a_sqlite_ledger(cli) -> None:
     elsewhere = cli.tmp / "ledgers"
     elsewhere.mkdir()
     cli.url = f"sqlite:///{elsewhere / 'ledger.db'}"
-    assert cli("submit", cli.plan("p.json", checkout("o-1"))).returncode == 0
+    assert cli("submit", cli.plan("p.json", checkout("order-1"))).returncode == 0
     assert (elsewhere / "commerce.db").exists()
     assert not (cli.tmp / "commerce.db").exists()  # not in the working folder
 
@@ -122,7 +122,7 @@ def test_the_example_keeps_its_services_where_told_else_in_the_working_folder(
     any_cli: Any,
 ) -> None:
     cli = any_cli
-    plan = cli.plan("p.json", checkout("o-1"))
+    plan = cli.plan("p.json", checkout("order-1"))
     chosen = cli.tmp / "state" / "services.db"
     chosen.parent.mkdir()
     cli.env["PIVOTAL_COMMERCE_STATE"] = str(chosen)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from cli_harness import InProcess
-from test_cli import checkout, fulfilment
+from test_cli import checkout, fulfilment, open_checkout, open_fulfilment
 
 from pivotal.cli.ops import EXECUTE_EXIT, EXECUTE_NOT_AT_REST
 from pivotal.examples.commerce import CommerceServices, Fault
@@ -28,8 +28,10 @@ def test_the_documented_statuses() -> None:
 
 def test_execute_exits_with_the_outcome(inproc: InProcess) -> None:
     services = CommerceServices(inproc.tmp / "commerce.db")
+    for order in ("ok", "comp", "cfail"):
+        open_checkout(services, order)
     for order in ("f1", "n1"):
-        services.order(order, customer=f"c-{order}")
+        open_fulfilment(services, order, "120")
 
     def execute(saga: str, plan: dict[str, object]) -> tuple[int, str]:
         done = inproc("execute", inproc.plan(f"{saga}.json", plan), "--saga-id", saga, "--json")

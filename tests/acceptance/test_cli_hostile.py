@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_harness import BAD_APPS, PIVOTAL, InProcess, commands
+from cli_harness import BAD_APPS, PIVOTAL, InProcess, commands, open_order
+
+from pivotal.examples.commerce import CommerceServices
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -179,6 +181,9 @@ def check(done: Any, args: list[str]) -> None:
 
 def test_every_command_survives_hostile_arguments(inproc: InProcess) -> None:
     files = make_files(inproc.tmp)
+    services = CommerceServices(inproc.tmp / "commerce.db")  # the order PLAN is for
+    open_order(services, "h-1", amount="10.00", sku="sku-1", quantity=1)
+    services.close()
     # A ledger with something in it: a saga, an escalation.
     assert inproc("submit", str(files.plan), "--saga-id", "s1").exit_code == 0
     inproc("plan", "refund me", "--order", "9999", "--submit")  # escalated as #1

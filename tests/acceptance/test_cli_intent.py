@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import PIVOTAL, InProcess, commands
-from test_cli import checkout, fulfilment
+from test_cli import checkout, fulfilment, open_checkout, open_fulfilment
 
 from pivotal.examples.commerce import CommerceServices, Fault
 
@@ -59,6 +59,10 @@ def test_limits_must_be_positive(inproc: InProcess) -> None:
 
 
 def test_a_cut_list_says_how_much_it_left_out(inproc: InProcess) -> None:
+    services = CommerceServices(inproc.tmp / "commerce.db")
+    for n in range(5):
+        open_checkout(services, f"o-{n}")
+    services.close()
     for n in range(5):
         inproc.ok("submit", inproc.plan(f"p{n}.json", checkout(f"o-{n}")), "--saga-id", f"s{n}")
 
@@ -80,8 +84,9 @@ def test_every_command_takes_json(inproc: InProcess) -> None:
 
 def test_decisions_and_operations_print_json(inproc: InProcess) -> None:
     services = CommerceServices(inproc.tmp / "commerce.db")
-    services.order("4480", customer="c-4480")
-    services.order("r1", customer="c-r1")
+    open_fulfilment(services, "4480", "200")
+    open_fulfilment(services, "r1", "120")
+    open_checkout(services, "d1")
     services.faults.next("ship", Fault.PERMANENT)  # d1's shipment: it compensates...
     services.faults.always("refund", Fault.PERMANENT)  # ... and its refund cannot run
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_cli import checkout, fulfilment
+from test_cli import checkout, fulfilment, open_checkout, open_fulfilment
 
 from pivotal.examples.commerce import CommerceServices, Fault
 
@@ -11,7 +11,7 @@ def test_resume_and_resolve_a_parked_saga(cli) -> None:
     services = CommerceServices(cli.tmp / "commerce.db")
     services.faults.always("ship", Fault.PERMANENT)
     for saga in ("r1", "r2"):
-        services.order(saga, customer=f"c-{saga}")
+        open_fulfilment(services, saga, "120")
         cli.ok("submit", cli.plan(f"{saga}.json", fulfilment(saga, "120")), "--saga-id", saga)
     cli.ok("worker", "--until-idle", "--poll", "0.05")
     assert {s["saga_id"]: s["status"] for s in cli.json("sagas", "list")} == {
@@ -46,6 +46,7 @@ def test_resume_and_resolve_a_parked_saga(cli) -> None:
 def test_sagas_show_prints_what_an_undo_reported(cli) -> None:
     services = CommerceServices(cli.tmp / "commerce.db")
     services.faults.always("ship", Fault.PERMANENT)
+    open_checkout(services, "n1")
     cli.ok("submit", cli.plan("n.json", checkout("n1")), "--saga-id", "n1")
     cli.ok("worker", "--until-idle", "--poll", "0.05")
     shown = cli.ok("sagas", "show", "n1")

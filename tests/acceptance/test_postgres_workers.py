@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from cli_harness import open_order
 from lock_probes import provider_call_open, sqlite_write_locked
 
 from pivotal import Orchestrator, Plan, SagaStatus
@@ -64,7 +65,7 @@ async def submit_all(url: str, state: Path) -> list[str]:
     app = create_app(state)
     app.services.stock("sku-1", "A", 10 * SAGAS)
     for i in range(SAGAS):
-        app.services.order(f"m-{i}", customer=f"c-{i}")
+        open_order(app.services, f"m-{i}", amount="20", sku="sku-1", quantity=1, customer=f"c-{i}")
     schedule_faults(app.services, random.Random(7))
     async with PostgresStore(url) as store:
         orch = Orchestrator(store, app)

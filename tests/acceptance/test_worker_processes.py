@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from cli_harness import open_order
 from lock_probes import postgres_sagas_locked, sqlite_write_locked
 
 from pivotal import Orchestrator, SQLiteStore, parse_plan
@@ -156,6 +157,7 @@ def submit_checkouts(cli: Any, count: int) -> None:
         async with SQLiteStore(cli.ledger) as store:
             orchestrator = Orchestrator(store, app)
             for n in range(count):
+                open_order(app.services, f"o-{n}", amount="10.00", sku="sku-1", quantity=1)
                 await orchestrator.submit(checkout(n), saga_id=f"s{n:02d}")
         app.services.close()
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from pivotal import Orchestrator, SagaState
 from pivotal.adk import Act, Decide, SagaAgent, ScriptedLlm
 from pivotal.adk.stages import State
+from pivotal.examples.commerce import CommerceServices
 
 Checker = Callable[[str], Awaitable[SagaState]]
 APP = "orders"
@@ -40,6 +41,21 @@ ORDER = {
     "warehouse": "A",
     "recipient": "ana@example.com",
 }
+ANOTHER_ORDER = ORDER | {"order_id": "o-78"}  # the same again, for a second saga
+
+
+def open_order(services: CommerceServices, order: dict[str, Any]) -> None:
+    """``order`` (as the planning model writes it) open in the order system, with these
+    facts: the shipped catalogues bind every plan to its order's amount, lines, warehouse
+    and recipient."""
+    services.order(
+        order["order_id"],
+        customer=f"c-{order['order_id']}",
+        amount=order["amount"],
+        lines=[{"sku": order["sku"], "quantity": order["quantity"]}],
+        warehouse=order.get("warehouse", "A"),
+        recipient=order["recipient"],
+    )
 
 
 def plan_stage(reply: dict[str, Any] | None = None) -> Decide:

@@ -7,7 +7,16 @@ import sys
 from typing import Any
 
 import pytest
-from adk_story import ORDER, Session, acts, check_stage, comp_records, order_agent, plan_stage
+from adk_story import (
+    ANOTHER_ORDER,
+    ORDER,
+    Session,
+    acts,
+    check_stage,
+    comp_records,
+    order_agent,
+    plan_stage,
+)
 from google.adk.agents import LlmAgent
 from google.adk.agents.callback_context import CallbackContext
 
@@ -84,7 +93,7 @@ async def test_a_new_message_after_the_end_starts_a_new_saga(
 ) -> None:
     first = plan_stage(ORDER).agent
     assert isinstance(first.model, ScriptedLlm)
-    first.model.replies.append(ORDER | {"order_id": "o-78"})
+    first.model.replies.append(ANOTHER_ORDER)
     session = Session(order_agent(orchestrator, plan=Decide(first)))
     await session.run()
     one = await session.state()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from google.adk.agents import LlmAgent
 
 from pivotal import ActorType, Orchestrator, SagaStatus
 from pivotal.adk import AdkPlanner, ScriptedLlm
+from pivotal.examples.commerce import CommerceApp
 from pivotal.planning import PlanningOutcome, PlanRequest, plan_and_submit
 
 
@@ -30,6 +32,14 @@ REQUEST = PlanRequest(
     context={"order_id": "o-9", "amount": "19.90"},
     catalogue="checkout",
 )
+
+
+@pytest.fixture(autouse=True)
+def open_order(app: CommerceApp) -> None:
+    """The order REQUEST is about, in the order system: GOOD matches its facts."""
+    app.services.order(
+        "o-9", customer="c-o-9", amount="19.90", lines=[{"sku": "sku-1", "quantity": 1}]
+    )
 
 
 def planner(*replies: Any) -> tuple[AdkPlanner, ScriptedLlm]:

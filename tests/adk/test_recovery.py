@@ -41,7 +41,10 @@ def fulfilment_agent(orch: Orchestrator) -> SagaAgent:
         ),
         Act("authorize_payment", lambda s: {k: order(s)[k] for k in pay}),
         Act("capture_payment", lambda s: {k: order(s)[k] for k in pay}),
-        Act("create_shipment", lambda s: {"order_id": order(s)["order_id"]}),
+        Act(  # from the reservation's warehouse: the default, A, would disagree with B
+            "create_shipment",
+            lambda s: {k: order(s)[k] for k in ("order_id", "warehouse")},
+        ),
     ]
     return SagaAgent(name="fulfil", orchestrator=orch, catalogue="fulfilment", stages=stages)
 

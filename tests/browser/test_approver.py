@@ -41,6 +41,10 @@ def in_thread(work: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, work).result()
 
 
+# Both orders are of customer c-4471: one lamp from warehouse B, to the same address.
+RECIPIENT = "customer-4471@example.com"
+
+
 def plan(order_id: str, amount: str, rationale: str) -> dict[str, object]:
     payment = {"order_id": order_id, "amount": amount}
     return {
@@ -48,14 +52,14 @@ def plan(order_id: str, amount: str, rationale: str) -> dict[str, object]:
         "steps": [
             {
                 "name": "reserve_stock",
-                "args": {"order_id": order_id, "sku": "sku-1", "quantity": 1, "warehouse": "A"},
+                "args": {"order_id": order_id, "sku": "lamp", "quantity": 1, "warehouse": "B"},
             },
             {"name": "authorize_payment", "args": payment},
             {"name": "capture_payment", "args": payment},
-            {"name": "create_shipment", "args": {"order_id": order_id}},
+            {"name": "create_shipment", "args": {"order_id": order_id, "warehouse": "B"}},
             {
                 "name": "send_confirmation",
-                "args": {"order_id": order_id, "recipient": "ana@example.com"},
+                "args": {"order_id": order_id, "recipient": RECIPIENT},
             },
         ],
         "rationale": rationale,
@@ -108,7 +112,15 @@ def served(tmp_path: Path) -> Iterator[Served]:
 
     ledger, commerce = tmp_path / "ledger.db", tmp_path / "commerce.db"
     shop = create_app(commerce)
-    shop.services.order("4472", customer="c-4471", amount="180.00", sku="sku-1")
+    shop.services.order(  # a second order of 4471's customer, over the threshold too
+        "4472",
+        customer="c-4471",
+        amount="180.00",
+        sku="lamp",
+        quantity=1,
+        warehouse="B",
+        recipient=RECIPIENT,
+    )
     shop.services.close()
     in_thread(_prepare(ledger, commerce))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -17,7 +17,14 @@ from pivotal.testing.chaos import SAGA_ID
 
 Forget = Callable[[str], Awaitable[None]]
 
-_BY_SAGA = ("events", "steps", "approvals", "dead_letters", "sagas")  # children first
+_BY_SAGA = (
+    "events",
+    "steps",
+    "approvals",
+    "dead_letters",
+    "saga_subjects",
+    "sagas",
+)  # children first
 _TUNED: set[str] = set()
 
 

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
+from contract_orders import open_order
 
 from pivotal import FakeClock, LeaseLost, Orchestrator, Plan, StoreError
 from pivotal.examples.commerce import CommerceApp
@@ -67,6 +68,7 @@ async def leased(store: PostgresStore, app: CommerceApp, n: int) -> list[tuple[S
     orch = Orchestrator(store, app, clock=FakeClock(NOW))
     found = []
     for i in range(n):
+        open_order(app.services, f"o-{i}")  # the order plan() is for: 10 for one sku-1
         state = await orch.submit(plan(f"o-{i}"), saga_id=f"s{i}")
         epoch = await store.claim(state.saga_id, "w1", 30, NOW)
         assert epoch is not None

@@ -7,6 +7,7 @@ import logging
 from dataclasses import replace
 
 import pytest
+from contract_orders import open_order
 
 from pivotal import FakeClock, LeaseLost, Orchestrator, Plan, Provenance, SagaStatus, StoreError
 from pivotal.catalogue import undo_key
@@ -35,6 +36,7 @@ def plan(order: str = "o-1") -> Plan:
 
 
 async def submit(store: Store, app: CommerceApp, saga_id: str) -> SagaState:
+    open_order(app.services, "o-1")  # the order plan() is for: 10 for one sku-1
     return await Orchestrator(store, app, clock=FakeClock(NOW)).submit(plan(), saga_id=saga_id)
 
 
@@ -167,6 +169,7 @@ async def test_heartbeat_and_expiry(store: Store, app: CommerceApp) -> None:
 async def test_listing_and_views(store: Store, app: CommerceApp) -> None:
     orch = Orchestrator(store, app, clock=FakeClock(NOW))
     for n in range(3):
+        open_order(app.services, f"o-{n}")
         await orch.submit(plan(f"o-{n}"), saga_id=f"s{n}")
     await orch.run("s0")
     summaries = await store.list_sagas()

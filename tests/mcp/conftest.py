@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from mcp.server.mcpserver import MCPServer
-from mcp_support import AGENT, Call, Connect
+from mcp_support import AGENT, Call, Connect, open_order
 from mcp_types import CallToolResult, Implementation
 
 from mcp import Client
@@ -18,6 +18,13 @@ from pivotal import FakeClock, Orchestrator, SQLiteStore
 from pivotal.examples.commerce import CommerceApp
 from pivotal.mcp import build_server
 from pivotal.store import Store
+
+
+@pytest.fixture
+def app(app: CommerceApp) -> CommerceApp:
+    """The shared commerce app, with the order ``checkout()`` plans are for open."""
+    open_order(app.services)
+    return app
 
 
 @pytest.fixture

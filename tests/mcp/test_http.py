@@ -4,7 +4,6 @@ coming from."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
@@ -17,51 +16,17 @@ from pathlib import Path
 import httpx
 import httpx2
 import pytest
-import uvicorn
 from mcp.client.streamable_http import streamable_http_client
-from mcp_support import checkout, data, error
+from mcp_support import INITIALIZE, checkout, data, error, serving
 from mcp_types import CallToolResult
 
 from mcp import Client
 from pivotal import Orchestrator
-from pivotal.mcp import PATH, TOOL_NAMES, http_app
+from pivotal.mcp import PATH, TOOL_NAMES
 from pivotal.principals import hash_token
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "curl", "version": "1"},
-    },
-}
 PIVOTAL = Path(sys.executable).parent / "pivotal"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-@asynccontextmanager
-async def serving(orch: Orchestrator) -> AsyncIterator[str]:
-    """The MCP endpoint's URL, served by uvicorn on a free port until the block ends."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    _, app = http_app(orch, host="127.0.0.1", port=port)
-    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        async with asyncio.timeout(20):
-            while not server.started:  # readiness, not a guess: uvicorn sets it once bound
-                if task.done():
-                    task.result()
-                await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}{PATH}"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
 
 
 async def token(orch: Orchestrator, name: str, role: str) -> tuple[str, str]:

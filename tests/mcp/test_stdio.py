@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 from mcp.client.stdio import StdioServerParameters
-from mcp_support import checkout, data
+from mcp_support import checkout, data, open_order
 from mcp_types import CallToolResult, Implementation
 
 from mcp import Client
 from pivotal import ActorType, SagaStatus, SQLiteStore
+from pivotal.examples.commerce import CommerceServices
 from pivotal.mcp import TOOL_NAMES
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"
@@ -31,6 +32,9 @@ def parameters(tmp_path: Path, *extra: str) -> StdioServerParameters:
 
 
 async def test_stdio_serves_the_tools_and_names_the_client(tmp_path: Path) -> None:
+    services = CommerceServices(tmp_path / "commerce.db")  # the example's, beside the ledger
+    open_order(services)
+    services.close()
     info = Implementation(name="desktop-agent", version="3")
     async with Client(parameters(tmp_path, "--example-app"), client_info=info) as client:
         assert client.server_info is not None

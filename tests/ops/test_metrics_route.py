@@ -19,14 +19,15 @@ from pivotal.principals import Role, hash_token
 from pivotal.server import create_app
 from pivotal.store import Store
 
+# The seeded order order-1 of the example app: two of sku-1 for 49.90.
 PLAN = {
     "catalogue": "checkout",
     "steps": [
         {
             "name": "reserve_stock",
-            "args": {"order_id": "o-1", "sku": "sku-1", "quantity": 1, "warehouse": "A"},
+            "args": {"order_id": "order-1", "sku": "sku-1", "quantity": 2, "warehouse": "A"},
         },
-        {"name": "charge_payment", "args": {"order_id": "o-1", "amount": "10.00"}},
+        {"name": "charge_payment", "args": {"order_id": "order-1", "amount": "49.90"}},
     ],
     "rationale": "customer checkout",
 }

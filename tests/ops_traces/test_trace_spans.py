@@ -273,13 +273,19 @@ async def test_a_dead_letter_retried_later_joins_the_saga_trace(
 
 
 async def test_members_of_a_parallel_group_nest_under_the_pass(
-    traced: Orchestrator, exporter: InMemorySpanExporter
+    traced: Orchestrator, exporter: InMemorySpanExporter, app: CommerceApp
 ) -> None:
+    # an open order of two lines for 20.00; the plan reserves each line once, both from
+    # warehouse A, the one the shipment leaves from (reservations and shipment must agree)
+    lines = [{"sku": "sku-1", "quantity": 1}, {"sku": "sku-2", "quantity": 1}]
+    app.services.order(
+        "p-1", customer="c-p-1", amount="20.00", lines=lines, recipient="p-1@example.com"
+    )
     member: dict[str, Any] = {
         "name": "reserve_stock",
         "args": {"order_id": "p-1", "sku": "sku-1", "quantity": 1},
     }
-    other = {**member, "args": {**member["args"], "sku": "sku-2", "warehouse": "B"}}
+    other = {**member, "args": {**member["args"], "sku": "sku-2", "warehouse": "A"}}
     plan = parse_plan(
         {
             "catalogue": "checkout",

@@ -16,16 +16,20 @@ async def handle(message):
         f.write(message.id + "\\n")
 """
 
-PLAN = {
-    "catalogue": "checkout",
-    "steps": [
-        {
-            "name": "reserve_stock",
-            "args": {"order_id": "o-1", "sku": "sku-1", "quantity": 1, "warehouse": "A"},
-        },
-        {"name": "charge_payment", "args": {"order_id": "o-1", "amount": "10.00"}},
-    ],
-}
+
+def checkout(order_id: str) -> dict[str, object]:
+    """A checkout of a seeded order of the example app (order-1 .. order-5: two of sku-1
+    for 49.90); one order is charged once, so each saga has its own."""
+    return {
+        "catalogue": "checkout",
+        "steps": [
+            {
+                "name": "reserve_stock",
+                "args": {"order_id": order_id, "sku": "sku-1", "quantity": 2, "warehouse": "A"},
+            },
+            {"name": "charge_payment", "args": {"order_id": order_id, "amount": "49.90"}},
+        ],
+    }
 
 
 def pivotal(ledger: str, *args: str) -> Result:
@@ -46,9 +50,9 @@ def test_a_worker_run_until_idle_relays_what_its_sagas_announced(
 ) -> None:
     monkeypatch.setenv("PIVOTAL_COMMERCE_STATE", str(tmp_path / "commerce.db"))
     ledger = f"sqlite:///{tmp_path / 'pivotal.db'}"
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps(PLAN))
     for n in (1, 2):
+        plan = tmp_path / f"plan-{n}.json"
+        plan.write_text(json.dumps(checkout(f"order-{n}")))
         done = pivotal(ledger, "--example-app", "submit", str(plan), "--saga-id", f"w-{n}")
         assert done.exit_code == 0, done.output
     done = pivotal(

@@ -124,7 +124,9 @@ async def test_a_compensation_that_failed_apologises_only_once_it_is_compensated
 ) -> None:
     faults.next("ship", Fault.PERMANENT).always("release", Fault.TRANSIENT)
     order = ("charge_payment", "reserve_stock", "create_shipment")
-    state = await orchestrator.execute(checkout_plan("4471", order=order), saga_id="stuck")
+    # the seeded order 4472 (one lamp from B, 90: under the approval threshold)
+    plan = checkout_plan("4472", amount="90", sku="lamp", quantity=1, warehouse="B", order=order)
+    state = await orchestrator.execute(plan, saga_id="stuck")
     assert state.status is SagaStatus.COMPENSATION_FAILED
     sender = ApologySender(store, services)
     await relay(store, sender, clock).run(until_idle=True, poll=0.0)
@@ -137,8 +139,8 @@ async def test_a_compensation_that_failed_apologises_only_once_it_is_compensated
     assert (await orchestrator.get("stuck")).state.status is SagaStatus.COMPENSATED
     await relay(store, sender, clock).run(until_idle=True, poll=0.0)
     [email] = apologies(services)
-    # no confirmation step in this plan: the order system's address for order 4471
-    assert email["recipient"] == "customer-4471@example.com"
+    # no confirmation step in this plan: the order system's address for order 4472
+    assert email["recipient"] == "customer-4472@example.com"
     assert sender.sent[0].reason is not None
     assert "every dead letter has since been settled" in sender.sent[0].reason
 
@@ -148,10 +150,25 @@ async def test_an_order_with_no_address_on_record_gets_none_invented(
     store: Store,
     services: CommerceServices,
     faults: Faults,
-    checkout_plan: Any,
 ) -> None:
+    # an open order the order system has no address for (the checkout_plan fixture would
+    # give it one): two of sku-1 for 49.90
+    services.order("o-unknown", customer="c-o-unknown", amount="49.90", sku="sku-1", quantity=2)
+    plan = parse_plan(
+        {
+            "catalogue": "checkout",
+            "steps": [
+                {
+                    "name": "reserve_stock",
+                    "args": {"order_id": "o-unknown", "sku": "sku-1", "quantity": 2},
+                },
+                {"name": "charge_payment", "args": {"order_id": "o-unknown", "amount": "49.90"}},
+                {"name": "create_shipment", "args": {"order_id": "o-unknown"}},
+            ],
+        }
+    )
     faults.next("charge", Fault.PERMANENT)
-    await orchestrator.execute(checkout_plan("o-unknown"), saga_id="nobody")
+    await orchestrator.execute(plan, saga_id="nobody")
     sender = ApologySender(store, services)
     await sender(await the_message(store, "nobody"))
     assert apologies(services) == []
@@ -164,6 +181,9 @@ async def test_other_messages_are_not_its_business(
     orchestrator: Orchestrator, store: Store, services: CommerceServices, declined: str
 ) -> None:
     sender = ApologySender(store, services)
+    services.order(  # an open order of one sku-1 for 5
+        "o-9", customer="c-o-9", amount="5", sku="sku-1", quantity=1, recipient="o-9@example.com"
+    )
     completed = parse_plan(
         {
             "catalogue": "checkout",

@@ -32,12 +32,16 @@ def test_the_demo_says_who_got_an_apology_and_why(demo: tuple[Path, str]) -> Non
         "create_shipment (step 2) failed: Permanent" in section
     )
     assert (
-        "apology to 4471@example.com for order 4471 (demo-6), rolled back: "
+        "apology to customer-4471@example.com for order 4471 (demo-6), rolled back: "
         "authorize_payment (step 1) failed: Permanent" in section
     )
-    assert "no apology for order order-3 (demo-3): no address on record for order order-3" in (
-        section
+    # the seeded order-3 has an address on record (order-3@example.com), and its plan has
+    # no confirmation: the apology goes to the order system's address
+    assert (
+        "apology to order-3@example.com for order order-3 (demo-3), rolled back: "
+        "charge_payment (step 1) failed: Permanent" in section
     )
+    assert "no apology" not in section
     assert "demo-8" not in section.split("outcomes")[0]  # compensation_failed: no apology yet
     assert text.index(APOLOGIES) > text.index("planned by a scripted agent")  # after the sagas
 
@@ -56,7 +60,7 @@ async def test_each_apology_was_sent_once_for_its_compensated_message(
         sent = services.rows("emails", template=TEMPLATE)
         ids = {m.saga_id: m.id for m in compensated}
         assert sorted(e["key"] for e in sent) == sorted(
-            apology_key(ids[s]) for s in ("demo-4", "demo-6")
+            apology_key(ids[s]) for s in ("demo-3", "demo-4", "demo-6")
         )
         assert all(n == 1 for n in services.effects_per_key().values())
     finally:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 from fastapi import FastAPI
-from server_api import ROLES, Clients, MakeClient, add_token
+from server_api import ROLES, Clients, MakeClient, add_token, open_plan_orders
 
 from pivotal import FakeClock
 from pivotal.examples.commerce import CommerceApp
@@ -18,6 +18,7 @@ from pivotal.store import Store
 
 @pytest.fixture
 def api(store: Store, app: CommerceApp, clock: FakeClock) -> FastAPI:
+    open_plan_orders(app.services)  # the orders plan_body's plans are for
     return create_app(store, app, clock=clock)
 
 

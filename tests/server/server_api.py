@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from pivotal import FakeClock
+from pivotal.examples.commerce import CommerceServices
 from pivotal.principals import Role, hash_token
 from pivotal.store import Store
 
@@ -17,8 +18,28 @@ Clients = dict[Role, httpx.AsyncClient]
 MakeClient = Callable[[str | None], httpx.AsyncClient]
 
 
+# The orders ``plan_body`` names in these tests (o-0 .. o-9): each an open order of one
+# sku-1 for 10.00, made in the test app by the ``api`` fixture (the shipped catalogues bind
+# every plan to its order's facts).
+PLAN_ORDERS = tuple(f"o-{n}" for n in range(10))
+
+
+def open_plan_orders(services: CommerceServices) -> None:
+    """Open the orders ``plan_body`` names, with the facts its plan matches."""
+    for order_id in PLAN_ORDERS:
+        services.order(
+            order_id,
+            customer=f"c-{order_id}",
+            amount="10.00",
+            sku="sku-1",
+            quantity=1,
+            warehouse="A",
+            recipient=f"{order_id}@example.com",
+        )
+
+
 def plan_body(order_id: str = "o-1", **extra: Any) -> dict[str, Any]:
-    """A valid checkout plan as JSON."""
+    """A valid checkout plan as JSON, for one of ``PLAN_ORDERS``."""
     return {
         "catalogue": "checkout",
         "steps": [
@@ -34,21 +55,22 @@ def plan_body(order_id: str = "o-1", **extra: Any) -> dict[str, Any]:
 
 
 def approval_plan(order_id: str = "4471", amount: str = "180.00") -> dict[str, Any]:
-    """A fulfilment whose capture of 180 waits for a person."""
+    """A fulfilment whose capture of 180 waits for a person: the seeded order 4471 (one
+    lamp from warehouse B, for 180, to customer-4471@example.com)."""
     payment = {"order_id": order_id, "amount": amount}
     return {
         "catalogue": "fulfilment",
         "steps": [
             {
                 "name": "reserve_stock",
-                "args": {"order_id": order_id, "sku": "sku-1", "quantity": 1, "warehouse": "A"},
+                "args": {"order_id": order_id, "sku": "lamp", "quantity": 1, "warehouse": "B"},
             },
             {"name": "authorize_payment", "args": payment},
             {"name": "capture_payment", "args": payment},
-            {"name": "create_shipment", "args": {"order_id": order_id}},
+            {"name": "create_shipment", "args": {"order_id": order_id, "warehouse": "B"}},
             {
                 "name": "send_confirmation",
-                "args": {"order_id": order_id, "recipient": "ana@example.com"},
+                "args": {"order_id": order_id, "recipient": f"customer-{order_id}@example.com"},
             },
         ],
         "rationale": "ship order 4471",

@@ -89,9 +89,12 @@ async def test_an_agent_reads_its_own_sagas_only(
     assert mine.status_code == 200
     body = mine.json()
     assert body["status"] == "submitted"
-    assert body["provenance"]["actor_id"] == "agent"
-    assert [e["type"] for e in body["events"]] == ["saga_submitted"]
+    # an agent gets the agent view (as MCP's get_saga): who submitted it, where each step
+    # stands, never the events timeline, the plan or any results
+    assert body["submitted_by"] == "agent"
+    assert not {"events", "plan", "provenance"} & set(body)
     assert [s["name"] for s in body["steps"]] == ["reserve_stock", "charge_payment"]
+    assert all("result" not in s for s in body["steps"])
     assert (await agent.get("/v1/sagas/theirs")).status_code == 404
     assert (await agent.get("/v1/sagas")).status_code == 403  # no listing of others' sagas
     assert (await as_role[Role.VIEWER].get("/v1/sagas/theirs")).status_code == 200

@@ -146,8 +146,9 @@ def test_a_plan_whose_facts_are_unknown_is_refused() -> None:
     def broken(context: Mapping[str, object]) -> Mapping[str, object]:
         raise ConnectionError("order system down")
 
-    found = [e.code.value for e in validate(FULL, rules, facts=broken)]
-    assert found == ["facts_error", "fact_unavailable"]
+    found = [(e.code.value, e.index) for e in validate(FULL, rules, facts=broken)]
+    # asked once; each call whose amount cannot be checked says so at its own argument
+    assert found == [("facts_error", None), ("fact_unavailable", 1), ("fact_unavailable", 2)]
 
 
 def test_a_plan_check_function_and_a_raising_one() -> None:
@@ -246,7 +247,13 @@ def test_size_limits_have_stable_codes() -> None:
 
 
 def test_ten_thousand_steps_are_refused_without_reading_them() -> None:
-    huge = plan(*[("ship", ORDER)] * 10_000)
+    steps = [{"name": "ship", "args": ORDER}] * 10_000
+    # parse_plan measures a mapping as the JSON it would be: this one is refused unread
+    with pytest.raises(PlanParseError) as too_big:
+        parse_plan({"catalogue": "shop", "steps": steps})
+    assert too_big.value.code == "plan_too_large"
+    # a Plan made some other way is refused by the validator, by its count of steps alone
+    huge = Plan.model_validate({"catalogue": "shop", "steps": steps})
     assert codes(validate(huge, shop())) == [("too_many_steps", None, "steps")]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -33,16 +34,39 @@ def call(name: str, **args: Any) -> dict[str, Any]:
     return {"name": name, "args": args}
 
 
+def order_o(services, *lines: tuple[str, int]) -> None:
+    """Order "o" open in the order system for 10 with these lines (sku, quantity): the
+    shipped catalogues bind every plan to its order's amount and lines."""
+    services.order(
+        "o",
+        customer="c-o",
+        amount="10",
+        lines=[{"sku": sku, "quantity": n} for sku, n in lines],
+        recipient="o@example.com",
+    )
+
+
+# The test app's trusted facts (its order system), which the catalogues' rules read.
+FACTS: Callable[[Mapping[str, object]], Mapping[str, object]] | None = None
+
+
+@pytest.fixture(autouse=True)
+def _order_system(app, monkeypatch: pytest.MonkeyPatch) -> None:
+    order_o(app.services, ("sku-1", 1))  # what RESERVE and CHARGE are for
+    monkeypatch.setitem(globals(), "FACTS", app.facts)
+
+
 RESERVE = call("reserve_stock", order_id="o", sku="sku-1", quantity=1)
-AUTHORIZE = call("authorize_payment", order_id="4471", amount="10")
-CAPTURE = call("capture_payment", order_id="4471", amount="10")
-SHIP = call("create_shipment", order_id="4471")
+# the seeded order 4471: 180, one lamp, from warehouse B, to customer-4471@example.com
+AUTHORIZE = call("authorize_payment", order_id="4471", amount="180")
+CAPTURE = call("capture_payment", order_id="4471", amount="180")
+SHIP = call("create_shipment", order_id="4471", warehouse="B")
 CHARGE = call("charge_payment", order_id="o", amount="10")
 
 
 def check(catalogue: Catalogue, *steps: Any, name: str | None = None) -> list[PlanError]:
     plan = parse_plan({"catalogue": name or catalogue.name, "steps": list(steps)})
-    return validate(plan, catalogue)
+    return validate(plan, catalogue, facts=FACTS)
 
 
 def only(errors: list[PlanError]) -> PlanError:
@@ -52,7 +76,7 @@ def only(errors: list[PlanError]) -> PlanError:
 
 def test_valid_plans_have_no_errors(checkout, fulfilment) -> None:
     assert check(checkout, RESERVE, CHARGE, call("create_shipment", order_id="o")) == []
-    reserve = call("reserve_stock", order_id="4471", sku="sku-1", quantity=1)
+    reserve = call("reserve_stock", order_id="4471", sku="lamp", quantity=1, warehouse="B")
     assert check(fulfilment, reserve, AUTHORIZE, CAPTURE, SHIP) == []
 
 
@@ -141,13 +165,14 @@ def test_retriable_before_the_pivot_is_out_of_order(fulfilment) -> None:
 
 def test_a_fulfilment_without_its_pivot_is_refused_by_the_catalogue_rules(fulfilment) -> None:
     """Each call is right and in order; the plan as a whole ships without a capture."""
-    reserve = call("reserve_stock", order_id="4471", sku="sku-1", quantity=1)
-    confirm = call("send_confirmation", order_id="4471", recipient="a@b.co")
+    reserve = call("reserve_stock", order_id="4471", sku="lamp", quantity=1, warehouse="B")
+    confirm = call("send_confirmation", order_id="4471", recipient="customer-4471@example.com")
     errors = check(fulfilment, reserve, AUTHORIZE, SHIP, confirm)
+    # The confirmation now needs the shipment before it (which it has), no longer the
+    # capture itself: the shipment needs the capture, so only the shipment is refused.
     assert [(e.code, e.path) for e in errors] == [
         (ErrorCode.MISSING_STEP, "steps"),
         (ErrorCode.MISSING_PREREQUISITE, "steps[2]"),
-        (ErrorCode.MISSING_PREREQUISITE, "steps[3]"),
     ]
 
 
@@ -158,19 +183,22 @@ def test_parallel_group_holds_only_compensable_steps(fulfilment) -> None:
     assert (error.index, error.path) == (1, "steps[0].parallel[1]")
 
 
-def test_parallel_group_of_compensable_steps_is_valid(checkout) -> None:
-    other = call("reserve_stock", order_id="o", sku="lamp", quantity=1, warehouse="B")
+def test_parallel_group_of_compensable_steps_is_valid(checkout, services) -> None:
+    order_o(services, ("sku-1", 1), ("lamp", 1))
+    # one warehouse: the reservations of a plan must agree on it
+    other = call("reserve_stock", order_id="o", sku="lamp", quantity=1)
     assert check(checkout, {"parallel": [RESERVE, other]}, CHARGE) == []
 
 
-def test_precondition_failed(checkout) -> None:
+def test_precondition_failed(checkout, services) -> None:
+    order_o(services, ("nope", 1))  # an order of a product no warehouse stocks
     unknown = call("reserve_stock", order_id="o", sku="nope", quantity=1)
     error = only(check(checkout, unknown, CHARGE))
     assert error.code is ErrorCode.PRECONDITION_FAILED
     assert (error.index, error.path) == (0, "steps[0]")
     assert "warehouse A does not stock nope" in error.message
     plan = parse_plan({"catalogue": "checkout", "steps": [unknown, CHARGE]})
-    assert validate(plan, checkout, preconditions=False) == []
+    assert validate(plan, checkout, preconditions=False, facts=FACTS) == []
 
 
 def test_precondition_of_the_pivot_reads_current_state(fulfilment, services) -> None:

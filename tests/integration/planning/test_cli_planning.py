@@ -94,13 +94,16 @@ def test_escalations_list_show_and_resolve(tmp_path) -> None:
     assert "no_rule_matched" in out
     assert "'fulfil' needs amount, sku" in out
 
+    # the seeded order 4472 as the order system has it: one lamp from B, 90 (a charge is the
+    # order's amount, and 90 is under the approval threshold)
+    lamp = {"order_id": "4472", "sku": "lamp", "quantity": 1, "warehouse": "B"}
     plan = {
         "catalogue": "checkout",
         "steps": [
-            {"name": "reserve_stock", "args": {"order_id": "4471", "sku": "lamp", "quantity": 1}},
-            {"name": "charge_payment", "args": {"order_id": "4471", "amount": "20.00"}},
+            {"name": "reserve_stock", "args": lamp},
+            {"name": "charge_payment", "args": {"order_id": "4472", "amount": "90"}},
         ],
-        "rationale": "hold the lamp and take the deposit while support calls the customer",
+        "rationale": "hold the lamp and take the payment while support calls the customer",
     }
     (tmp_path / "own.json").write_text(json.dumps(plan))
     code, out, err = pivotal(

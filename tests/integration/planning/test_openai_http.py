@@ -44,7 +44,7 @@ def make_planner(server: FakeChatServer, sleeps: Sleeps | None = None, **cfg) ->
 async def plan(server, app, planner=None, max_replans=2):
     planner = planner or make_planner(server)
     return await propose_plan(
-        REQUEST, planner, app.catalogue("fulfilment"), max_replans=max_replans
+        REQUEST, planner, app.catalogue("fulfilment"), max_replans=max_replans, facts=app.facts
     )
 
 

@@ -62,6 +62,7 @@ async def test_the_saga_and_every_event_carry_the_planners_provenance(
         "prompt_version": "scripted",
         "source_document_id": "email-4471",
         "on_behalf_of": None,
+        "about": {"order_id": "4471"},  # what the request is about, from its context
     }
     assert stored.plan.rationale == "no credit"
     assert state.approval is not None
@@ -121,9 +122,10 @@ async def test_a_person_settles_an_escalation_with_their_own_plan(
 ) -> None:
     run = await plan_and_submit(REQUEST, ScriptedPlanner([{"steps": CREDIT}]), orchestrator)
     assert run.escalation_id is not None
-    hold = [  # a checkout: hold the lamp and take a deposit while support calls
+    hold = [  # a checkout: hold the lamp and charge the order while support calls
         STEPS[0],
-        {"name": "charge_payment", "args": {"order_id": "4471", "amount": "20.00"}},
+        # a charge is the order's amount (a deposit of less is refused now)
+        {"name": "charge_payment", "args": {"order_id": "4471", "amount": "180"}},
     ]
     own = Plan.model_validate({"catalogue": "checkout", "steps": hold, "rationale": "hold"})
 
@@ -135,6 +137,10 @@ async def test_a_person_settles_an_escalation_with_their_own_plan(
     assert (closed.resolved_by, closed.resolution) == ("ana", "held the lamp, support will call")
     assert state is not None
     assert closed.saga_id == state.saga_id == f"esc-{run.escalation_id}"
+    # 180 is over checkout's threshold of 150: the charge waits for a person, then it runs
+    assert state.status is SagaStatus.AWAITING_APPROVAL
+    assert services.calls("charge") == []
+    state = await orchestrator.approve(state.saga_id, "bob")
     assert state.status is SagaStatus.COMPLETED
     stored = await orchestrator.get(state.saga_id)
     prov = stored.plan.provenance

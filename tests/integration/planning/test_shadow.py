@@ -17,20 +17,21 @@ from pivotal.planning import (
     shadow_report,
 )
 
-REQUESTS = [
+REQUESTS = [  # for orders of the order system, which plans are bound to (4490: one sku-1)
     # accepted on the first try
     {"text": "ship it", "catalogue": "fulfilment",
-     "context": {"order_id": "4490", "amount": "120", "sku": "lamp"}},
+     "context": {"order_id": "4490", "amount": "120", "sku": "sku-1"}},
     # no rule fits: final at once, one attempt
     {"text": "where is my parcel?", "catalogue": "fulfilment", "context": {"order_id": "4471"}},
     # above the catalogue's limit of 500: rejected, then repeated twice
     {"text": "credit me 500", "catalogue": "fulfilment",
      "context": {"order_id": "4471", "amount": "900", "sku": "lamp"}},
     # the other catalogue, accepted on the first try
-    {"catalogue": "checkout", "context": {"order_id": "o-9", "amount": "49.90", "sku": "sku-1"}},
+    {"catalogue": "checkout",
+     "context": {"order_id": "order-1", "amount": "49.90", "sku": "sku-1", "quantity": 2}},
     # a warehouse that does not stock the product: a precondition, then repeated twice
     {"text": "ship from Z", "catalogue": "fulfilment",
-     "context": {"order_id": "4490", "amount": "120", "sku": "lamp", "warehouse": "Z"}},
+     "context": {"order_id": "4490", "amount": "120", "sku": "sku-1", "warehouse": "Z"}},
 ]  # fmt: skip
 
 

@@ -125,7 +125,14 @@ def test_a_precondition_is_the_validators_too(fulfilment, schema_errors) -> None
 
 async def test_rule_plans_conform_to_the_schema_and_validate(commerce, schema_errors) -> None:
     planner = RulePlanner(commerce_rules())
-    fields = {"order_id": "4471", "amount": 180, "sku": "lamp", "recipient": "a@example.com"}
+    # the seeded order 4471 as the order system knows it, which the catalogues bind to
+    fields = {
+        "order_id": "4471",
+        "amount": 180,
+        "sku": "lamp",
+        "warehouse": "B",
+        "recipient": "customer-4471@example.com",
+    }
     for name in ("fulfilment", "checkout"):
         catalogue = commerce.catalogue(name)
         view = render_catalogue(catalogue)
@@ -133,7 +140,7 @@ async def test_rule_plans_conform_to_the_schema_and_validate(commerce, schema_er
         proposal = await planner.propose(PlannerTurn(request, view, 1, 3))
         data = proposal.plan | {"rationale": proposal.rationale}
         assert schema_errors(view.schema, data) == []
-        assert validate(parse_plan(data), catalogue) == []
+        assert validate(parse_plan(data), catalogue, facts=commerce.facts) == []
 
 
 def test_the_text_names_steps_kinds_bounds_and_the_ordering_rule(fulfilment) -> None:

@@ -79,7 +79,9 @@ async def test_an_intent_no_rule_has_is_not_guessed(commerce) -> None:
 async def test_the_router_never_calls_the_model_when_a_rule_fits(commerce) -> None:
     model = ScriptedPlanner([PlannerError("the model must not be asked")])
     router = RouterPlanner(RulePlanner(commerce_rules()), model)
-    run = await propose_plan(PlanRequest(context=FIELDS), router, commerce.catalogue("fulfilment"))
+    run = await propose_plan(
+        PlanRequest(context=FIELDS), router, commerce.catalogue("fulfilment"), facts=commerce.facts
+    )
     assert run.accepted
     assert model.turns == []
     assert run.plan is not None
@@ -98,7 +100,9 @@ async def test_the_router_sends_the_remainder_to_the_model(commerce) -> None:
     model = ScriptedPlanner([{"steps": CAPTURED, "rationale": "hold and take the payment"}])
     router = RouterPlanner(RulePlanner(commerce_rules()), model)
     request = PlanRequest(text="hold a lamp for order 4471", context={"order_id": "4471"})
-    run = await propose_plan(request, router, commerce.catalogue("fulfilment"))
+    run = await propose_plan(
+        request, router, commerce.catalogue("fulfilment"), facts=commerce.facts
+    )
     assert run.accepted
     assert len(model.turns) == 1
     assert run.plan is not None
@@ -110,7 +114,9 @@ async def test_a_rejected_rule_plan_is_replanned_by_the_model(commerce) -> None:
     fields = FIELDS | {"amount": "900"}  # above the catalogue's limit of 500
     model = ScriptedPlanner([{}, {"steps": CAPTURED}])  # the model's turn 2 is its first answer
     router = RouterPlanner(RulePlanner(commerce_rules()), model)
-    run = await propose_plan(PlanRequest(context=fields), router, commerce.catalogue("fulfilment"))
+    run = await propose_plan(
+        PlanRequest(context=fields), router, commerce.catalogue("fulfilment"), facts=commerce.facts
+    )
     assert [a.by.actor_id for a in run.attempts] == ["rules", "scripted"]
     assert {e.code for e in run.attempts[0].errors} == {"invalid_args"}
     assert model.turns[0].attempt == 2

@@ -55,6 +55,23 @@ def seed(services: CommerceServices) -> None:
         warehouse="B",
         recipient="customer-4471@example.com",
     )
+    services.order(  # the demo's order whose carrier keeps failing after the capture
+        "4472",
+        customer="c-4472",
+        amount="90",
+        sku="lamp",
+        quantity=1,
+        warehouse="B",
+        recipient="customer-4472@example.com",
+    )
+    for n in range(1, 6):  # the demo's checkouts: two of sku-1 for 49.90 each
+        services.order(
+            f"order-{n}",
+            customer=f"c-order-{n}",
+            amount="49.90",
+            lines=[{"sku": "sku-1", "quantity": 2}],
+            recipient=f"order-{n}@example.com",
+        )
 
 
 def create_app(state: str | Path | None = None, faults: Faults | None = None) -> CommerceApp:

@@ -3,18 +3,32 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pivotal.catalogue import Catalogue, NothingToUndo, StepContext
 from pivotal.examples.commerce.services import CommerceServices
+from pivotal.identity import MONEY, Email, Identity, OrderId, Sku
 from pivotal.plan import Plan
-from pivotal.policy import ThresholdPolicy
+from pivotal.policy import ExposurePolicy, ThresholdPolicy, Window
 from pivotal.retry import RetryPolicy
-from pivotal.rules import Agree, AtMost, FromFact, Required, RequiresEarlier
+from pivotal.rules import (
+    Agree,
+    AtMost,
+    Free,
+    FromFact,
+    FromFactRows,
+    PlanRule,
+    Required,
+    RequiresEarlier,
+)
 
+Amount = Annotated[Decimal, MONEY]
 Money = Field(gt=0, le=500, max_digits=9, decimal_places=2, description="At most 500.")
+Warehouse = Annotated[str, Field(pattern=r"^[A-Z]$"), Identity("warehouse", fold="upper")]
+CurrencyCode = Annotated[Literal["EUR", "USD"], Identity("currency", fold="upper")]
+ABOUT = ("order_id", "customer")  # what a request for either catalogue is about
 
 
 class _Args(BaseModel):
@@ -22,27 +36,51 @@ class _Args(BaseModel):
 
 
 class ReserveStock(_Args):
-    order_id: str = Field(min_length=1, max_length=64)
-    sku: str = Field(min_length=1, max_length=64)
+    order_id: OrderId
+    sku: Sku
     quantity: int = Field(ge=1, le=100)
-    warehouse: str = Field(default="A", pattern=r"^[A-Z]$")
+    warehouse: Warehouse = "A"
 
 
 class Payment(_Args):
-    order_id: str = Field(min_length=1, max_length=64)
-    amount: Decimal = Money
-    currency: Literal["EUR", "USD"] = "EUR"
+    order_id: OrderId
+    amount: Amount = Money
+    currency: CurrencyCode = "EUR"
 
 
 class CreateShipment(_Args):
-    order_id: str = Field(min_length=1, max_length=64)
-    warehouse: str = Field(default="A", pattern=r"^[A-Z]$")
+    order_id: OrderId
+    warehouse: Warehouse = "A"
 
 
 class SendConfirmation(_Args):
-    order_id: str = Field(min_length=1, max_length=64)
-    recipient: str = Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
+    order_id: OrderId
+    recipient: Email
     template: Literal["order_confirmed", "shipment_update"] = "order_confirmed"
+
+
+def bound_to_the_order(charge: str) -> list[PlanRule]:
+    """What binds a plan of either catalogue to its order, whatever the planner wrote:
+    one order; every amount and the currency the order's; each reservation one of the
+    order's lines (its SKU and quantity), once, and every line reserved; the shipment
+    from the reservations' warehouse, after them, at most once; the confirmation to the
+    order's customer, after the shipment, at most once; ``charge`` (the step that takes
+    the money) exactly once."""
+    return [
+        Required(charge),
+        AtMost(charge),
+        Agree("order_id"),
+        FromFact("amount"),
+        FromFact("currency"),
+        FromFactRows("reserve_stock", fields=("sku", "quantity")),
+        Agree("warehouse", steps=("reserve_stock", "create_shipment")),
+        RequiresEarlier("create_shipment", "reserve_stock"),
+        AtMost("create_shipment"),
+        FromFact("recipient", steps=("send_confirmation",)),
+        RequiresEarlier("send_confirmation", "create_shipment"),
+        AtMost("send_confirmation"),
+        Free("template", steps=("send_confirmation",), why="which e-mail to send"),
+    ]
 
 
 Result = dict[str, Any]
@@ -109,25 +147,56 @@ def _confirmation(catalogue: Catalogue, svc: CommerceServices) -> None:
         return svc.email(args.order_id, args.recipient, args.template, ctx.key)
 
 
+def _order_open(svc: CommerceServices) -> Any:
+    def order_open(args: Payment) -> str | None:
+        """No charge or capture of an order that is not open (paid already, say)."""
+        svc.faults.check("precondition")
+        status = svc.order_status(args.order_id)
+        if status is None:
+            return f"order {args.order_id} does not exist"
+        return None if status == "open" else f"order {args.order_id} is {status}"
+
+    return order_open
+
+
+def _tier_of(svc: CommerceServices) -> Any:
+    def tier_of(args: BaseModel, plan: Plan) -> str | None:
+        svc.faults.check("approval_policy")
+        return svc.tier(getattr(args, "order_id", ""))
+
+    return tier_of
+
+
+# Other sagas for the same order count toward a plan's exposure while they are in flight
+# and for a day after they end: one payment split over several sagas waits for a person.
+SAME_ORDER = Window("order_id")
+
+
 def checkout_catalogue(svc: CommerceServices) -> Catalogue:
     """reserve_stock, charge_payment, create_shipment (compensable), then send_confirmation
-    (retriable: an email cannot be unsent, so it goes last)."""
+    (retriable: an email cannot be unsent, so it goes last). A charge that takes the
+    order's exposure over 150 waits for a person before it is made."""
     catalogue = Catalogue(
         "checkout",
         "Place an order: reserve stock, charge, ship, then confirm by email.",
-        rules=[
-            Required("charge_payment"),
-            AtMost("charge_payment"),
-            RequiresEarlier("send_confirmation", "create_shipment"),
-            Agree("order_id"),
-        ],
+        approval=ExposurePolicy(
+            threshold=150,
+            by_tier={"gold": 400},
+            tier_of=_tier_of(svc),
+            counted=frozenset({"charge_payment"}),
+            before=frozenset({"charge_payment"}),
+            across=SAME_ORDER,
+        ),
+        rules=bound_to_the_order("charge_payment"),
+        unbound="refuse",
+        about=ABOUT,
     )
     _inventory_steps(catalogue, svc)
 
     async def find(args: Payment, ctx: StepContext) -> Result | None:
         return svc.find(ctx.key)
 
-    @catalogue.compensable(lookup=find, retry=FAST, undo_retry=FAST)
+    @catalogue.compensable(lookup=find, precondition=_order_open(svc), retry=FAST, undo_retry=FAST)
     async def charge_payment(args: Payment, ctx: StepContext) -> Result:
         """Charge the customer's card for an order (at most 500)."""
         return svc.charge(args.order_id, args.amount, ctx.key)
@@ -142,32 +211,29 @@ def checkout_catalogue(svc: CommerceServices) -> Catalogue:
 
 
 def fulfilment_catalogue(svc: CommerceServices) -> Catalogue:
-    """Reserve and authorise (compensable), capture (pivot), ship and confirm (retriable)."""
-
-    def tier_of(args: BaseModel, plan: Plan) -> str | None:
-        svc.faults.check("approval_policy")
-        return svc.tier(getattr(args, "order_id", ""))
-
+    """Reserve and authorise (compensable), capture (pivot), ship and confirm (retriable).
+    A capture that takes the order's exposure over 150 (400 for gold customers) waits for
+    a person."""
     catalogue = Catalogue(
         "fulfilment",
         "Fulfil a paid-by-card order: nothing is final until the capture.",
         approval=ThresholdPolicy(
             threshold=150,
             by_tier={"gold": 400},
-            tier_of=tier_of,
+            tier_of=_tier_of(svc),
             steps=frozenset({"capture_payment"}),
+            across=SAME_ORDER,
         ),
         rules=[
-            Required("capture_payment"),  # a fulfilment without a capture ships for free
+            # a fulfilment without a capture ships for free
+            *bound_to_the_order("capture_payment"),
             AtMost("authorize_payment"),
-            AtMost("capture_payment"),
             RequiresEarlier("capture_payment", "authorize_payment"),
             RequiresEarlier("create_shipment", "capture_payment"),
-            RequiresEarlier("send_confirmation", "capture_payment"),
-            Agree("order_id"),
             Agree("amount", steps=("authorize_payment", "capture_payment")),
-            FromFact("amount", steps=("authorize_payment", "capture_payment"), required=False),
         ],
+        unbound="refuse",
+        about=ABOUT,
     )
     _inventory_steps(catalogue, svc)
 
@@ -183,14 +249,7 @@ def fulfilment_catalogue(svc: CommerceServices) -> Catalogue:
     async def void_authorization(args: Payment, result: Any, ctx: StepContext) -> str:
         return _note("voided authorisation", svc.void(authorized_with=ctx.action_key, key=ctx.key))
 
-    def order_open(args: Payment) -> str | None:
-        svc.faults.check("precondition")
-        status = svc.order_status(args.order_id)
-        if status is None:
-            return f"order {args.order_id} does not exist"
-        return None if status == "open" else f"order {args.order_id} is {status}"
-
-    @catalogue.pivot(lookup=find, precondition=order_open, retry=FAST)
+    @catalogue.pivot(lookup=find, precondition=_order_open(svc), retry=FAST)
     async def capture_payment(args: Payment, ctx: StepContext) -> Result:
         """Capture the authorised amount: the point of no return."""
         return svc.capture(args.order_id, args.amount, ctx.key)

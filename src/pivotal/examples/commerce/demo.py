@@ -73,7 +73,9 @@ def fulfilment_plan(order: str, amount: str) -> Plan:
                 call("authorize_payment", order_id=order, amount=amount),
                 call("capture_payment", order_id=order, amount=amount),
                 call("create_shipment", order_id=order, warehouse="B"),
-                call("send_confirmation", order_id=order, recipient=f"{order}@example.com"),
+                call(
+                    "send_confirmation", order_id=order, recipient=f"customer-{order}@example.com"
+                ),
             ],
             "rationale": (
                 "Customer asked to ship from the closer warehouse (B). A goodwill credit for "

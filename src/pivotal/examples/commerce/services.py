@@ -117,13 +117,20 @@ class CommerceServices:
         )
 
     def order_facts(self, order_id: str) -> dict[str, Any]:
-        """What the order system knows about an order: tier, status and its details."""
+        """What the order system knows about an order: its customer, tier, status, currency
+        (EUR unless its details say), lines (``[{sku, quantity}]``; an order whose details
+        name one ``sku`` has that line, of ``quantity`` or 1) and its other details."""
         row = self.db.execute(
-            "SELECT tier, status, details FROM orders WHERE order_id = ?", (order_id,)
+            "SELECT customer, tier, status, details FROM orders WHERE order_id = ?", (order_id,)
         ).fetchone()
         if row is None:
             return {}
-        return {"customer_tier": row[0], "order_status": row[1], **json.loads(row[2] or "{}")}
+        details: dict[str, Any] = json.loads(row[3] or "{}")
+        lines = details.get("lines")
+        if lines is None and "sku" in details:
+            lines = [{"sku": details["sku"], "quantity": details.get("quantity", 1)}]
+        facts = {"customer": row[0], "customer_tier": row[1], "order_status": row[2]}
+        return facts | {"currency": "EUR"} | details | {"lines": lines or []}
 
     def set_order_status(self, order_id: str, status: str) -> None:
         self.db.execute("UPDATE orders SET status = ? WHERE order_id = ?", (status, order_id))
@@ -251,7 +258,21 @@ class CommerceServices:
         return self._effect(op, key, apply)
 
     def charge(self, order_id: str, amount: Decimal, key: str) -> Result:
-        return self._pay("charge", "charge", "charged", order_id, amount, key)
+        """Charge the order's customer; the order is then paid (a refund reopens it)."""
+
+        def apply(db: sqlite3.Connection) -> Result:
+            pid = _id("ch")
+            db.execute(
+                "INSERT INTO payments VALUES (?, ?, ?, 'charge', ?, 'charged')",
+                (pid, key, order_id, str(amount)),
+            )
+            db.execute(
+                "UPDATE orders SET status = 'paid' WHERE order_id = ? AND status = 'open'",
+                (order_id,),
+            )
+            return {"charge_id": pid, "amount": str(amount)}
+
+        return self._effect("charge", key, apply)
 
     def authorize(self, order_id: str, amount: Decimal, key: str) -> Result:
         return self._pay("authorize", "authorization", "authorized", order_id, amount, key)
@@ -271,7 +292,23 @@ class CommerceServices:
         return self._effect(op, key, apply)
 
     def refund(self, charged_with: str, key: str) -> Result:
-        return self._reverse("refund", charged_with, "charged", "refunded", key)
+        """Refund the charge made with ``charged_with``; its order is open again."""
+
+        def apply(db: sqlite3.Connection) -> Result:
+            row = db.execute(
+                "SELECT id, order_id FROM payments WHERE key = ? AND status = 'charged'",
+                (charged_with,),
+            ).fetchone()
+            if row is None:
+                return {"refunded": None}
+            db.execute("UPDATE payments SET status = 'refunded' WHERE id = ?", (row[0],))
+            db.execute(
+                "UPDATE orders SET status = 'open' WHERE order_id = ? AND status = 'paid'",
+                (row[1],),
+            )
+            return {"refunded": row[0]}
+
+        return self._effect("refund", key, apply)
 
     def void(self, authorized_with: str, key: str) -> Result:
         return self._reverse("void", authorized_with, "authorized", "voided", key)

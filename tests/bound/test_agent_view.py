@@ -1,0 +1,49 @@
+"""An agent reading its own saga over HTTP sees what MCP shows it (``pivotal.agent_view``),
+with no word of why a person must decide, no undo and no provider's reply."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+from harmful import fulfilment
+
+from pivotal import Orchestrator
+from pivotal.agent_view import WAITING, SagaView, agent_saga
+
+
+async def test_an_agent_sees_over_http_what_mcp_shows_and_not_the_threshold(
+    agent: httpx.AsyncClient, orchestrator: Orchestrator
+) -> None:
+    submitted = await agent.post("/v1/sagas", json=fulfilment(), params={"saga_id": "mine"})
+    assert submitted.status_code == 201, submitted.text
+    waiting = await orchestrator.run("mine")
+    assert waiting.approval is not None
+    assert "150" in waiting.approval.reason
+    seen = (await agent.get("/v1/sagas/mine")).json()
+    stored = await orchestrator.get("mine")
+    assert seen == agent_saga(stored).model_dump(mode="json")
+    assert set(seen) == set(SagaView.model_fields)
+    assert seen["sign_off"]["reason"] == WAITING
+    text = json.dumps(seen)
+    assert "threshold" not in text
+    assert "exceeds" not in text
+    assert "amount" not in text
+    again = await agent.post("/v1/sagas", json=fulfilment(), params={"saga_id": "mine"})
+    assert again.status_code == 200
+    assert again.json()["approval"]["reason"] == WAITING
+
+
+async def test_an_agent_sees_no_undo_key_note_or_provider_result(
+    agent: httpx.AsyncClient, orchestrator: Orchestrator
+) -> None:
+    submitted = await agent.post("/v1/sagas", json=fulfilment(), params={"saga_id": "undone"})
+    assert submitted.status_code == 201
+    await orchestrator.run("undone")
+    state = await orchestrator.reject("undone", "ops-lead", "not today")
+    assert state.status.value == "compensated"
+    seen = (await agent.get("/v1/sagas/undone")).json()
+    text = json.dumps(seen)
+    for secret in (":undo", "voided", "released", "authorization_id", '"res_', "events", "plan"):
+        assert secret not in text, secret
+    assert [s["reversed"] for s in seen["steps"][:2]] == [True, True]

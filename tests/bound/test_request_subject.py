@@ -1,0 +1,72 @@
+"""The plan is about the request: the planning loop records what the request it answers is
+about, and every surface's validation refuses a plan acting on another order or for another
+customer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from harmful import checkout, fulfilment
+
+from pivotal import Orchestrator, PlanRejected, parse_plan
+from pivotal.examples.commerce import CommerceServices
+from pivotal.planning import PlanningOutcome, PlanRequest, ScriptedPlanner, plan_and_submit
+from pivotal.store import Store
+
+
+def asked(**context: Any) -> PlanRequest:
+    return PlanRequest(text="where is my lamp?", context=context, catalogue="fulfilment")
+
+
+async def test_the_accepted_plan_carries_what_the_request_is_about(
+    orchestrator: Orchestrator,
+) -> None:
+    request = asked(order_id="4471", customer="c-4471", intent="fulfil", amount="180")
+    run = await plan_and_submit(request, ScriptedPlanner([fulfilment()]), orchestrator)
+    assert run.outcome is PlanningOutcome.ACCEPTED, run.attempts[-1].errors
+    assert run.saga_id is not None
+    stored = await orchestrator.get(run.saga_id)
+    # only what names the plan's subject, as the catalogue says (its about=)
+    assert stored.plan.provenance.about == {"order_id": "4471", "customer": "c-4471"}
+
+
+@pytest.mark.parametrize(
+    ("context", "plan", "where"),
+    [
+        ({"order_id": "4472"}, fulfilment(), "steps[0].args.order_id"),  # another order
+        ({"order_id": "4471", "customer": "c-9"}, fulfilment(), "steps[0]"),  # not theirs
+        ({"customer": "c-9"}, fulfilment(), "steps[0]"),
+    ],
+    ids=["another order", "another customer's order", "no order named"],
+)
+async def test_a_plan_for_another_order_or_customer_is_escalated(
+    context: dict[str, Any],
+    plan: dict[str, Any],
+    where: str,
+    orchestrator: Orchestrator,
+    services: CommerceServices,
+    store: Store,
+) -> None:
+    planner = ScriptedPlanner([plan])
+    run = await plan_and_submit(asked(**context), planner, orchestrator, max_replans=0)
+    assert run.outcome is PlanningOutcome.ESCALATED
+    errors = run.attempts[-1].errors
+    assert ("request_mismatch", where) in [(e.code, e.path) for e in errors]
+    assert await store.list_sagas() == []
+    assert services.calls() == []
+
+
+async def test_every_surface_refuses_a_plan_against_its_recorded_subject(
+    orchestrator: Orchestrator, store: Store, agent: httpx.AsyncClient
+) -> None:
+    """``provenance.about`` only narrows: an agent that sends it is held to it as well."""
+    body = checkout() | {"provenance": {"about": {"order_id": "4471"}}}
+    with pytest.raises(PlanRejected) as refused:
+        await orchestrator.submit(parse_plan(body))
+    assert [e.code.value for e in refused.value.errors] == ["request_mismatch"] * 4
+    answer = await agent.post("/v1/sagas", json=body)
+    assert answer.status_code == 422
+    assert {e["code"] for e in answer.json()["error"]["errors"]} == {"request_mismatch"}
+    assert await store.list_sagas() == []
