@@ -14,11 +14,22 @@ whole transaction back, and the group is run again on the careful path: each bat
 own ``SAVEPOINT``, statement by statement, exactly as a batch alone would run. A refused
 fence then rolls back only its own batch (``LeaseLost``) and the others commit.
 
-A link lost during a group (``OperationalError``) loses the whole transaction: the group is
-run again on a fresh connection, up to ``attempts`` times, as a single batch would be (each
-caller is safe to repeat; a commit whose first try landed meets its own fence, and
-``_landed`` tells it so); after the last attempt every batch of the group fails with the
-error. Nothing of a group is ever half-applied.
+Whatever else one batch raises while the link holds (a value the driver cannot send, one
+too large for its index, statements that cannot be merged, a bug: any ``Exception``) is
+that batch's own: on the fast path it sends the group down the careful path, where it rolls
+back only its own savepoint and is told to its caller alone; the other batches commit.
+
+A link lost during a group (an ``OperationalError`` that broke the connection) loses the
+whole transaction: the group is run again on a fresh connection, up to ``attempts`` times,
+as a single batch would be (each caller is safe to repeat; a commit whose first try landed
+meets its own fence, and ``_landed`` tells it so; a creation meets its own lease token);
+after the last attempt every batch of the group fails with the error. Nothing of a group is
+ever half-applied.
+
+A batch queued when no task serves the queue starts one. A task stops serving the moment it
+finds the queue empty, before it hands its connection back (which takes a turn of the
+loop): a batch queued meanwhile starts a task of its own, instead of waiting for the next
+write to start one.
 """
 
 from __future__ import annotations
@@ -34,9 +45,8 @@ import psycopg
 from psycopg import pq
 from psycopg_pool import AsyncConnectionPool
 
-from pivotal.errors import LeaseLost
 from pivotal.store.pg_merge import commands, fast, pg_sql
-from pivotal.store.primitives import BatchResult, Stmt
+from pivotal.store.primitives import BatchResult, Stmt, carried
 
 log = logging.getLogger("pivotal.store.postgres")
 Conn = psycopg.AsyncConnection[Any]
@@ -71,7 +81,7 @@ class _Job:
         if self.future.done():  # cancelled by its caller
             return
         if self.error is not None:
-            self.future.set_exception(self.error)
+            self.future.set_exception(carried(self.error))
         else:
             self.future.set_result(self.result or BatchResult())
 
@@ -90,7 +100,8 @@ class PgGroupWriter:
     commits: int = 0  # how many transactions committed ...
     batches: int = 0  # ... carrying how many batches
     _queue: list[_Job] = field(default_factory=list)
-    _server: asyncio.Task[None] | None = None
+    _server: asyncio.Task[None] | None = None  # the task serving the queue, while one does
+    _servers: set[asyncio.Task[None]] = field(default_factory=set)  # and those handing back
     _conn: Conn | None = None
     _closed: bool = False
 
@@ -101,20 +112,26 @@ class PgGroupWriter:
         job = _Job(stmts, asyncio.get_running_loop().create_future())
         self._queue.append(job)
         if self._server is None or self._server.done():
-            self._server = asyncio.create_task(self._serve())
+            self._server = server = asyncio.create_task(self._serve())
+            self._servers.add(server)
+            server.add_done_callback(self._servers.discard)
         return await job.future
 
     async def close(self) -> None:
         """Refuse new batches; wait for the ones under way."""
         self._closed = True
-        if self._server is not None and not self._server.done():
+        for server in list(self._servers):
             with contextlib.suppress(BaseException):
-                await self._server
+                await server
 
     # -- serving ----------------------------------------------------------------------------
 
     async def _serve(self) -> None:
-        """Serve groups while batches are queued, on one pooled connection held meanwhile."""
+        """Serve groups while batches are queued, on one pooled connection held meanwhile.
+
+        It stops serving (``_server``) with no ``await`` since its last look at the queue:
+        a batch queued later starts a new task, even while this one still hands its
+        connection back (it holds none of the writer's state by then)."""
         try:
             while self._queue:
                 group, self._queue = self._queue[: self.max_group], self._queue[self.max_group :]
@@ -130,6 +147,7 @@ class PgGroupWriter:
                     self._queue = []
                     raise
         finally:
+            self._server = None
             await self._release()
 
     async def _group(self, group: list[_Job]) -> None:
@@ -173,14 +191,14 @@ class PgGroupWriter:
 
     async def _once(self, group: list[_Job]) -> None:
         conn = await self._connection()
-        if self.fast_path() and all(fast(job.stmts) for job in group):
+        if self.fast_path() and all(_fast(job) for job in group):
             try:
                 await self._fast(conn, group)
                 self._count(group)
                 return
-            except psycopg.OperationalError:
-                raise
-            except psycopg.Error:
+            except Exception as exc:  # a refused check, or one batch's failure: see below
+                if _lost(conn, exc):
+                    raise
                 await _rollback(conn)
         await self._careful(conn, group)
         self._count(group)
@@ -206,18 +224,21 @@ class PgGroupWriter:
                     sent.append((command.owner, cur))
                 await conn.execute("COMMIT")
                 await pipeline.sync()
-            except psycopg.OperationalError:
+            except Exception as exc:
+                if not _lost(conn, exc):  # read up to the sync point: the pipeline ends cleanly
+                    with contextlib.suppress(psycopg.Error):
+                        await pipeline.sync()
                 raise
-            except psycopg.Error:
-                # Read up to the sync point so that the pipeline ends cleanly, then fail.
-                with contextlib.suppress(psycopg.Error):
-                    await pipeline.sync()
-                raise
+        # Committed: from here on nothing may send the group down the careful path again.
         results = [BatchResult() for _ in group]
         for owner, cur in sent:
-            if owner is not None:
-                results[owner].rows.append(list(await cur.fetchall()))
-            await cur.close()
+            try:
+                if owner is not None:
+                    results[owner].rows.append(list(await cur.fetchall()))
+                await cur.close()
+            except Exception as exc:  # its rows cannot be read: its caller is told
+                if owner is not None:
+                    group[owner].error = group[owner].error or exc
         for job, result in zip(group, results, strict=True):
             job.result = result
 
@@ -229,9 +250,11 @@ class PgGroupWriter:
                 await conn.execute("SAVEPOINT batch")
                 try:
                     job.result = await self.stepwise(conn, job.stmts)
-                except psycopg.OperationalError:
-                    raise
-                except (LeaseLost, psycopg.Error) as exc:
+                except Exception as exc:
+                    if _lost(conn, exc):
+                        raise
+                    # a refused fence (LeaseLost) or statement, a value the driver cannot
+                    # send, a bug: this batch's failure alone
                     job.error = exc
                     await conn.execute("ROLLBACK TO SAVEPOINT batch")
                 await conn.execute("RELEASE SAVEPOINT batch")
@@ -241,6 +264,22 @@ class PgGroupWriter:
         except BaseException:
             await _rollback(conn)
             raise
+
+
+def _lost(conn: Conn, exc: Exception) -> bool:
+    """Whether ``exc`` lost the link, and with it the group's transaction. PostgreSQL counts
+    some errors of one statement's own among its operational ones (a value too large for
+    its index, a statement timeout): with the connection still up, they are that batch's."""
+    return isinstance(exc, psycopg.OperationalError) and conn.broken
+
+
+def _fast(job: _Job) -> bool:
+    """Whether the batch can go on the fast path; one that cannot even be looked at goes
+    on the careful path, which fails it alone."""
+    try:
+        return fast(job.stmts)
+    except Exception:
+        return False
 
 
 async def _rollback(conn: Conn) -> None:

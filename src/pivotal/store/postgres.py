@@ -23,12 +23,12 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from pivotal.errors import SchemaMismatch, StoreError, StoreUnreachable
+from pivotal.errors import PivotalError, SchemaMismatch, StoreError, StoreUnreachable
 from pivotal.state import Event, SagaState
 from pivotal.store import queries as q
 from pivotal.store.pg_merge import pg_sql
 from pivotal.store.pg_writer import PgGroupWriter, stepwise
-from pivotal.store.primitives import BatchResult, Fetch, Row, Stmt
+from pivotal.store.primitives import BatchResult, Fetch, Row, Stmt, write_failed
 from pivotal.store.schema import POSTGRES_MIGRATIONS
 from pivotal.store.sql import SQLStore
 
@@ -259,6 +259,10 @@ class PostgresStore(SQLStore):
             return await self._writer.run(stmts)
         except psycopg.Error as exc:
             raise self._error(exc) from exc
+        except PivotalError:  # the ledger's own (LeaseLost): as it is
+            raise
+        except Exception as exc:  # this batch's own failure: only its caller hears of it
+            raise write_failed("postgres ledger", exc) from exc
 
     @asynccontextmanager
     async def _snapshot(self) -> AsyncIterator[Fetch]:

@@ -13,7 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pivotal.errors import LeaseLost
+from pivotal.errors import LeaseLost, StoreError
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -37,6 +37,25 @@ class Stmt:
         if self.fence is not None and rowcount != 1:
             raise LeaseLost(self.fence)
         return self.guard and rowcount == 0
+
+
+def write_failed(ledger: str, exc: Exception) -> StoreError:
+    """What the caller of a write that failed on something else than the driver (whose
+    errors each backend wraps) or the ledger itself (``LeaseLost``, which goes as it is)
+    is told: a value the driver cannot send, statements that cannot be built, a bug."""
+    return StoreError(f"{ledger}: the write failed: {type(exc).__name__}: {exc}")
+
+
+def carried(error: BaseException) -> BaseException:
+    """``error`` as a future can carry it to the caller of a write: a ``StopIteration``
+    set on a future is refused (``TypeError``, which would leave its caller and the ones
+    answered after it waiting), or a subclass taken by the awaiting coroutine for a return
+    (the write would seem to succeed); it goes as a ``RuntimeError`` caused by it."""
+    if not isinstance(error, StopIteration):
+        return error
+    wrapped = RuntimeError(f"the write raised {type(error).__name__}: {error}")
+    wrapped.__cause__ = error
+    return wrapped
 
 
 @dataclass

@@ -10,7 +10,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pivotal.errors import LedgerNotFound, SchemaMismatch, StoreError
+from pivotal.errors import LedgerNotFound, PivotalError, SchemaMismatch, StoreError
+from pivotal.store.primitives import write_failed
 from pivotal.store.schema import SQLITE_MIGRATIONS
 from pivotal.store.sql import BatchResult, Fetch, Row, SQLStore, Stmt
 from pivotal.store.writer import GroupWriter
@@ -78,6 +79,10 @@ class SQLiteStore(SQLStore):
             )
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
+        except PivotalError:  # the ledger's own (LeaseLost): as it is
+            raise
+        except Exception as exc:  # this batch's own failure: only its caller hears of it
+            raise write_failed(f"sqlite ledger {self.path}", exc) from exc
         return result
 
     def _run_built(

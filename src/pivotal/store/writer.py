@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pivotal.errors import StoreError
+from pivotal.store.primitives import carried
 
 T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], Any]
@@ -46,7 +47,7 @@ class _Job:
         if self.future.done():  # cancelled by its caller
             return
         if self.error is not None:
-            self.future.set_exception(self.error)
+            self.future.set_exception(carried(self.error))
         else:
             self.future.set_result(self.result)
 
