@@ -10,6 +10,13 @@ submitted, when the first acting stage is reached. Model stages before it may th
 shape the plan (an ``LlmAgent`` writing the order through ``output_key``); model stages after
 it only give verdicts, which the agent turns into a rollback (``Orchestrator.abort``) or lets
 the saga go on. Nothing takes effect before the whole plan validates.
+
+A verdict is never lost between the session and the ledger. One given before the first act
+is recorded with the submission itself (``Orchestrator.submit_aborted``: the saga is created
+compensating), so neither a crash nor a worker claiming the new saga can run it. One given
+later is written under the agent's lease and retried on a version conflict; and a verdict
+the session holds that the ledger does not (the process died in between) is written by the
+next invocation, for as long as the saga can still be rolled back.
 """
 
 from __future__ import annotations
@@ -31,7 +38,6 @@ from pivotal.engine import describe
 from pivotal.errors import PlanRejected
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import ActorType, Plan, Provenance, StepCall
-from pivotal.state import SagaStatus
 
 
 def saga_id_for(session_id: str, invocation_id: str) -> str:
@@ -142,7 +148,7 @@ class SagaAgent(BaseAgent):
         except Exception as exc:  # a model stage that fails cannot approve anything
             failed = f"model stage {stage.stage} failed: {describe(exc)}"
         reason = failed or S.abort_reason(stage, ctx.session.state)
-        delta: dict[str, Any] = {S.DECIDED_PREFIX + stage.stage: reason or "proceed"}
+        delta: dict[str, Any] = {S.DECIDED_PREFIX + stage.stage: reason or S.PROCEED}
         if reason:
             delta[S.SAGA_ABORT] = reason
         yield self.event(ctx, delta)
@@ -174,28 +180,33 @@ class SagaAgent(BaseAgent):
             yield event
 
     async def _submit(self, ctx: InvocationContext, saga_id: str) -> AsyncGenerator[Event, None]:
-        """Run the model stages before the first act, then submit the whole plan."""
+        """Run the model stages before the first act, then submit the whole plan: aborted
+        already, in the same transaction, when one of them rolled back."""
         verdict: tuple[str, str] | None = None  # (stage, reason) of a rollback
         for stage in self.leading():
             decided = S.DECIDED_PREFIX + stage.stage
             if ctx.session.state.get(decided) is None:  # None: cleared for a new saga
                 async for event in self.decide(ctx, stage):
                     yield event
-            reason = ctx.session.state.get(decided)
-            if reason and reason != "proceed":
-                verdict = (stage.stage, str(reason))
+            reason = S.veto_of(ctx.session.state.get(decided))
+            if reason is not None:
+                verdict = (stage.stage, reason)
                 break
         try:
             plan = self.plan(ctx.session.state, ctx.session.id)
-            await self.orchestrator.submit(plan, saga_id=saga_id)
+            if verdict is None:
+                submitted = await self.orchestrator.submit(plan, saga_id=saga_id)
+            else:  # the saga is created compensating: at no moment can anything run it
+                by, reason = verdict
+                submitted = await self.orchestrator.submit_aborted(
+                    plan, saga_id=saga_id, by=f"adk:{by}", reason=reason
+                )
         except (PlanRejected, StageError) as exc:
             yield self.event(
                 ctx, {S.SAGA_STATUS: "rejected", S.SAGA_REASON: str(exc)}, f"not started: {exc}"
             )
             return
-        if verdict is not None:  # recorded in the ledger: the saga compensates at once
-            await self.orchestrator.abort(saga_id, f"adk:{verdict[0]}", verdict[1])
-        yield self.event(ctx, {S.SAGA_STATUS: SagaStatus.SUBMITTED.value})
+        yield self.event(ctx, {S.SAGA_STATUS: submitted.status.value})
 
 
 __all__ = ["SagaAgent", "Stage", "saga_id_for"]

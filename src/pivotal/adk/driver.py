@@ -4,6 +4,12 @@ Each pass runs until a forward step reached its outcome (so the session sees eve
 as it happens), until the next model stage must decide, or until the saga ends or waits for
 a person. The lease is held for the whole invocation, model stages included, so that no
 worker runs the saga past a verdict that is still being given.
+
+A verdict that rolls back is written to the ledger before anything else is done: a write
+that meets a version conflict (a decision recorded meanwhile) is tried again, reloaded and
+checked again, a few times; if it still cannot be written the invocation stops, never
+driving the saga past it. A verdict the session holds and the ledger does not (the process
+died between the two) is written the same way by the next invocation.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from google.adk.events import Event
 from pivotal.adk import stages as S
 from pivotal.adk.stages import Decide
 from pivotal.engine import RunOptions, describe
-from pivotal.errors import InvalidInput, LeaseLost
+from pivotal.errors import InvalidInput, LeaseLost, VersionConflict
 from pivotal.hooks import Point
 from pivotal.lease import Lease
 from pivotal.state import SagaState, SagaStatus, StepStatus
@@ -26,6 +32,12 @@ if TYPE_CHECKING:
     from pivotal.adk.agent import SagaAgent
 
 _FORWARD = (SagaStatus.SUBMITTED, SagaStatus.RUNNING)
+_ROLLING_BACK = (
+    SagaStatus.COMPENSATING,
+    SagaStatus.COMPENSATED,
+    SagaStatus.COMPENSATION_FAILED,
+)
+VETO_TRIES = 5  # writes of one verdict, each after reloading, before the invocation stops
 
 
 class _Stop:
@@ -92,7 +104,7 @@ class Driver:
         for boundary, stage in self.agent.gates():
             key = S.DECIDED_PREFIX + stage.stage
             if self.ctx.session.state.get(key) is None and _begun(state, boundary):
-                note = f"skipped: the saga passed step {boundary} before {stage.stage} decided"
+                note = f"{S.SKIPPED}the saga passed step {boundary} before {stage.stage} decided"
                 out.append(self.agent.event(self.ctx, {key: note}, note))
         return out
 
@@ -109,6 +121,7 @@ class Driver:
             )
 
     async def _loop(self, lease: Lease) -> AsyncGenerator[Event, None]:
+        written: set[str] = set()  # model stages whose veto this invocation tried to write
         while True:
             state = (await self.orch.get(self.saga_id)).state
             if state.status.terminal or state.status is SagaStatus.AWAITING_APPROVAL:
@@ -127,9 +140,18 @@ class Driver:
                 for note in skipped:
                     yield note
                 continue
+            veto = self._pending_veto(state, written)
+            if veto is not None:  # before anything else: the ledger must hold it first
+                written.add(veto[0])
+                why, halt = await self._veto(lease, *veto)
+                if why is not None:
+                    yield self.agent.event(self.ctx, {S.SAGA_REASON: why}, why)
+                if halt:
+                    return
+                continue
             gate = self._pending_gate(state)
             if gate is not None and _reached(state, gate[0]):
-                async for event in self._decide(gate[1]):
+                async for event in self.agent.decide(self.ctx, gate[1]):
                     yield event
                 continue
             stop = _Stop(self.agent, gate[0] if gate else None)
@@ -147,16 +169,45 @@ class Driver:
                 yield self.agent.event(self.ctx, {S.SAGA_REASON: reason}, reason)
                 return
 
-    async def _decide(self, stage: Decide) -> AsyncGenerator[Event, None]:
-        async for event in self.agent.decide(self.ctx, stage):
-            yield event
-        reason = self.ctx.session.state.get(S.DECIDED_PREFIX + stage.stage)
-        if reason and reason != "proceed":
+    def _pending_veto(self, state: SagaState, written: set[str]) -> tuple[str, str] | None:
+        """The first model stage whose verdict rolls back while the ledger's saga still goes
+        forward (the verdict was just given, or its write was lost to a crash or to a
+        conflict), with its reason; none already tried in this invocation."""
+        if state.status not in _FORWARD:
+            return None
+        for stage in self.agent.stages:
+            if isinstance(stage, Decide) and stage.stage not in written:
+                reason = S.veto_of(self.ctx.session.state.get(S.DECIDED_PREFIX + stage.stage))
+                if reason is not None:
+                    return stage.stage, reason
+        return None
+
+    async def _veto(self, lease: Lease, stage: str, reason: str) -> tuple[str | None, bool]:
+        """Write the verdict of ``stage`` to the ledger under ``lease``: (a note when it was
+        not written, whether the invocation must stop). ``Orchestrator.abort`` reads the
+        saga, checks it can still be rolled back and writes, fenced by its version; a
+        conflict (a decision recorded meanwhile) is met by doing all three again, at most
+        ``VETO_TRIES`` times, and then by stopping without driving the saga past it."""
+        for _ in range(VETO_TRIES):
+            if lease.lost:
+                raise LeaseLost(f"lease on saga {self.saga_id} was taken over")
             try:
-                await self.orch.abort(self.saga_id, f"adk:{stage.stage}", str(reason))
-            except InvalidInput as exc:  # it moved past the point of no return meanwhile
-                note = f"the verdict of {stage.stage} came too late: {describe(exc)}"
-                yield self.agent.event(self.ctx, {S.SAGA_REASON: note}, note)
+                await self.orch.abort(self.saga_id, f"adk:{stage}", reason)
+                return None, False
+            except VersionConflict:
+                continue
+            except InvalidInput as exc:
+                state = (await self.orch.get(self.saga_id)).state
+                if state.status in _ROLLING_BACK:  # rolled back meanwhile: nothing to add
+                    return None, False
+                # it moved past the point of no return meanwhile
+                return f"the verdict of {stage} came too late: {describe(exc)}", False
+        note = (
+            f"the verdict of {stage} could not be recorded: saga {self.saga_id} changed "
+            f"under it {VETO_TRIES} times in a row; it is not driven past the verdict, and "
+            "the next run of the agent in this session writes it"
+        )
+        return note, True
 
 
 def _begun(state: SagaState, boundary: int) -> bool:

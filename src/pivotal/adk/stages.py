@@ -23,6 +23,8 @@ SAGA_ABORT = "saga_abort"
 APPROVAL = "saga_approval"
 COMP_PREFIX = "comp:"
 DECIDED_PREFIX = "decided:"
+PROCEED = "proceed"  # the ``decided:<stage>`` value of a verdict that lets the saga go on
+SKIPPED = "skipped: "  # how a ``decided:<stage>`` note of a verdict never given begins
 
 FINAL_STATUSES = frozenset(
     {"completed", "compensated", "compensation_failed", "needs_human", "resolved", "rejected"}
@@ -82,6 +84,15 @@ def abort_reason(stage: Decide, state: State) -> str | None:
     except Exception as exc:
         return f"the check after {stage.stage} failed ({type(exc).__name__}: {exc})"
     return str(reason) if reason else None
+
+
+def veto_of(decided: Any) -> str | None:
+    """The reason to roll back that a ``decided:<stage>`` value holds, or None: the stage
+    has not decided, let the saga go on, or was skipped (the saga went past it)."""
+    if not decided or decided == PROCEED:
+        return None
+    text = str(decided)
+    return None if text.startswith(SKIPPED) else text
 
 
 def comp_record(rec: StepRecord, saga_id: str) -> dict[str, Any]:
