@@ -89,6 +89,8 @@ class StepOptions(TypedDict, total=False):
     precondition: Precondition
     retry: RetryPolicy
     timeout: float
+    lookup_lag: float
+    repeatable: bool
     retryable: bool
     retry_on: RetryPredicate
     no_effect_on: tuple[type[BaseException], ...]
@@ -134,6 +136,13 @@ class Step:
     An exception from the action means "outcome unknown" unless it is ``Permanent``, an
     ``Abort``, or one of ``no_effect_on`` (exceptions the action raises only when it
     certainly took no effect); transient errors are retried with the same key.
+
+    Every call is bounded: by ``timeout``, else by the catalogue's ``default_timeout``. A
+    call cut off by its timeout (or by the loss of the lease) is abandoned, and may still
+    land: until its start plus the timeout plus the catalogue's ``doubt_grace`` has passed
+    nothing concludes it took no effect, and nothing calls the step again. An SDK call run
+    in a thread (``asyncio.to_thread``) cannot be stopped by the timeout: give the SDK a
+    timeout of its own shorter than the step's, or a longer ``doubt_grace``.
     """
 
     name: str
@@ -149,7 +158,13 @@ class Step:
     dead_letter_retry: RetryPolicy = field(
         default_factory=lambda: RetryPolicy(max_attempts=8, base_delay=60.0, max_delay=3600.0)
     )
-    timeout: float | None = None
+    timeout: float | None = None  # None: the catalogue's default_timeout
+    # seconds the lookup may lag behind the provider's writes: its "not found" counts only
+    # that long after the attempt asked about can no longer land
+    lookup_lag: float = 0.0
+    # whether an attempt in doubt may be settled by repeating it with its key (the provider
+    # deduplicates by key); False: only the lookup settles it
+    repeatable: bool = True
     retryable: bool = True
     retry_on: RetryPredicate | None = None
     no_effect_on: tuple[type[BaseException], ...] = ()
@@ -169,6 +184,8 @@ class Step:
             )
         if self.timeout is not None and self.timeout <= 0:
             raise CatalogueError(f"step {self.name!r}: timeout must be positive")
+        if self.lookup_lag < 0:
+            raise CatalogueError(f"step {self.name!r}: lookup_lag must be 0 or more")
 
     @property
     def policy(self) -> RetryPolicy:
@@ -238,6 +255,11 @@ class Compensable(Generic[A, R]):
 Unbound = Literal["allow", "warn", "refuse"]
 
 
+DEFAULT_TIMEOUT = 60.0  # seconds a call of a step may take when it says nothing
+MAX_TIMEOUT = 3600.0
+DOUBT_GRACE = 30.0  # after its timeout, how long an abandoned call may still land
+
+
 class UnboundArgument(UserWarning):
     """A catalogue that asked for it (``unbound="warn"``) has an argument of money or
     identity that no rule binds."""
@@ -250,6 +272,10 @@ class Catalogue:
     money or names an entity (declared with ``identity.MONEY`` or an ``Identity``) which no
     rule binds to a trusted fact, makes agree across steps, or declares free: nothing
     (``"allow"``), a ``UnboundArgument`` warning, or a refusal (``"refuse"``).
+
+    ``default_timeout``: how long a call of a step without its own ``timeout`` may take;
+    ``max_timeout``: the most any step may declare. ``doubt_grace``: how long after its
+    timeout an abandoned call is still taken to be able to land.
 
     ``about``: the keys of a request's trusted context that say what a plan of this
     catalogue is about (an order, the customer who asked); by default the arguments its
@@ -267,9 +293,19 @@ class Catalogue:
         limits: PlanLimits | None = None,
         unbound: Unbound = "allow",
         about: Iterable[str] | None = None,
+        default_timeout: float = DEFAULT_TIMEOUT,
+        max_timeout: float = MAX_TIMEOUT,
+        doubt_grace: float = DOUBT_GRACE,
     ) -> None:
         if unbound not in ("allow", "warn", "refuse"):
             raise CatalogueError(f"unbound must be 'allow', 'warn' or 'refuse', not {unbound!r}")
+        if not 0 < default_timeout <= max_timeout or doubt_grace < 0:
+            raise CatalogueError(
+                "a catalogue needs 0 < default_timeout <= max_timeout and doubt_grace >= 0"
+            )
+        self.default_timeout = default_timeout
+        self.max_timeout = max_timeout
+        self.doubt_grace = doubt_grace
         self.name = name
         self.description = description
         self.approval = approval
@@ -362,7 +398,16 @@ class Catalogue:
         self._steps[name] = replace(self._steps[name], undo=undo)  # keeps its place
         self._without_undo.remove(name)
 
+    def timeout_of(self, step: Step) -> float:
+        """How long one call of ``step`` (action, undo or lookup) may take."""
+        return step.timeout if step.timeout is not None else self.default_timeout
+
     def add(self, step: Step) -> Step:
+        if step.timeout is not None and step.timeout > self.max_timeout:
+            raise CatalogueError(
+                f"step {step.name!r}: timeout {step.timeout:g}s is above the catalogue's "
+                f"max_timeout of {self.max_timeout:g}s"
+            )
         if step.name in self._steps:
             raise CatalogueError(f"catalogue {self.name!r} already has a step {step.name!r}")
         self._steps[step.name] = step

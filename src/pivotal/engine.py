@@ -126,6 +126,10 @@ class RunOptions:
     # or waits for a person) also frees the lease, when the store can, and then this is
     # called (the holder stops renewing it and need not release it again)
     on_release: Callable[[], None] | None = None
+    # set by the holder of the pass's lease: raises ``LeaseLost`` unless the lease is still
+    # held (renewing one about to run out); awaited right before every intent and every
+    # call that can take effect, so that a paused process never calls after losing it
+    lease_check: Callable[[], Awaitable[None]] | None = None
 
 
 def _ends_pass(state: SagaState) -> bool:
@@ -164,6 +168,10 @@ class Creation:
 class AlreadyCreated(Exception):
     """The first commit of a ``Creation`` found a saga with its id in the ledger: nothing
     was written; the caller goes on with the saga that exists."""
+
+
+class Abandoned(TimeoutError):
+    """A call reached its time limit and was left: it may still take effect."""
 
 
 class Suspended(Exception):
@@ -376,11 +384,15 @@ class SagaRun:
         await self.clock.sleep(when - self.clock.now())
 
     @staticmethod
-    async def _bounded(call: Awaitable[Any], limit: float | None) -> Any:
-        if limit is None:
-            return await call
-        async with asyncio.timeout(limit):
-            return await call
+    async def _bounded(call: Awaitable[Any], limit: float) -> Any:
+        """``call``, abandoned (``Abandoned``) once ``limit`` seconds have passed."""
+        try:
+            async with asyncio.timeout(limit) as bound:
+                return await call
+        except TimeoutError:
+            if bound.expired():
+                raise Abandoned(f"no outcome within {limit:g}s: the call was abandoned") from None
+            raise
 
     async def _lookup(self, index: int, attempt: int) -> tuple[bool | None, Any]:
         """(True, result) found; (False, None) not found; (None, None) could not tell."""
@@ -389,7 +401,7 @@ class SagaRun:
             return None, None
         try:
             found = await self._bounded(
-                step.lookup(self.args_of(index), self.context(index, attempt)), step.timeout
+                step.lookup(self.args_of(index), self.context(index, attempt)), self._limit(step)
             )
         except Exception:
             return None, None
@@ -639,37 +651,65 @@ class SagaRun:
                 await self._fail(index, None, reason, "precondition")
                 return
         policy = step.policy
-        if rec.status is StepStatus.STARTED:
-            if policy.exhausted(rec.attempts):
-                error = f"attempt {rec.attempts} was interrupted before its outcome was recorded"
-                await self._settle_doubt(index, rec.attempts, error, Outcome.UNKNOWN)
-                return
+        if rec.status is StepStatus.STARTED or (
+            rec.status is StepStatus.RETRY_WAIT and rec.attempts == 0 and rec.doubt_until
+        ):
+            # an attempt may have taken effect (interrupted, or in doubt when a person
+            # resumed the saga): a found effect settles it at once
             found, result = await self._lookup(index, rec.attempts)
             if found:
                 await self._succeed(index, result, via="lookup")
+                return
+        if rec.status is StepStatus.STARTED:
+            error = f"attempt {rec.attempts} was interrupted before its outcome was recorded"
+            if rec.doubt_until is not None and self.clock.now() < rec.doubt_until:
+                # it may still land: nothing calls the step again before it cannot
+                await self._doubt_wait(index, rec.attempts, error, rec.doubt_until)
+            elif policy.exhausted(rec.attempts):
+                await self._settle_doubt(
+                    index, rec.attempts, error, Outcome.UNKNOWN, doubt=rec.doubt_until
+                )
                 return
         while True:
             rec = self.state.steps[index]
             if rec.status is StepStatus.RETRY_WAIT:
                 await self._wait_until(rec.next_attempt_at)
+                if policy.exhausted(rec.attempts):  # only a wait for doubt gets here
+                    error = rec.error or ""
+                    doubt = rec.doubt_until
+                    await self._settle_doubt(
+                        index, rec.attempts, error, Outcome.UNKNOWN, doubt=doubt
+                    )
+                    return
             attempt = rec.attempts + 1
+            before = rec.doubt_until  # what earlier attempts leave in doubt
             ctx = self.context(index, attempt)
             if self.options.pause_before(index):
                 raise Suspended(f"paused before step {index}")
             self._hook(Point.BEFORE_INTENT, index)
+            limit = self._limit(step)
+            await self._fence()
             await self.emit(
                 self.event(
-                    EventType.STEP_STARTED, index, attempt, key=ctx.key, by=self.options.owner
+                    EventType.STEP_STARTED,
+                    index,
+                    attempt,
+                    key=ctx.key,
+                    by=self.options.owner,
+                    deadline=self.clock.now() + limit + self.catalogue.doubt_grace,
                 )
             )
             self._hook(Point.AFTER_INTENT, index)
+            await self._fence()
             call = self._call(ctx)
+            abandoned = False
             with self.telemetry.call(call):
                 if call.traceparent != ctx.traceparent:  # an observer started a span
                     ctx = replace(ctx, traceparent=call.traceparent)
                 try:
-                    result = await self._bounded(step.action(args, ctx), step.timeout)
+                    result = await self._bounded(step.action(args, ctx), limit)
                 except Exception as exc:
+                    abandoned = isinstance(exc, Abandoned)
                     outcome = classify(exc, step.retry_on, step.no_effect_on)
                     error = describe(exc)
                     call.outcome = _outcome_name(exc, outcome)
@@ -679,16 +719,42 @@ class SagaRun:
                 self._hook(Point.AFTER_EFFECT, index)
                 await self._succeed(index, jsonable(result), messages=ctx.outbox)
                 return
+            # an abandoned call may still land until its deadline; one that returned cannot
+            doubt = self.state.steps[index].doubt_until if abandoned else before
             if outcome is Outcome.TRANSIENT and not policy.exhausted(attempt):
-                await self._schedule(EventType.STEP_RETRY_SCHEDULED, index, attempt, error, policy)
+                await self._schedule(
+                    EventType.STEP_RETRY_SCHEDULED, index, attempt, error, policy, doubt=doubt
+                )
                 continue
-            if outcome in (Outcome.PERMANENT, Outcome.ABORT) and attempt == 1:
+            if outcome in (Outcome.PERMANENT, Outcome.ABORT) and attempt == 1 and before is None:
                 await self._fail(index, attempt, error, outcome.value)
                 return
             # The outcome is unknown, retries ran out, or a retry was refused after an
             # earlier attempt whose outcome was never known: it may have taken effect.
-            await self._settle_doubt(index, attempt, error, outcome)
+            await self._settle_doubt(index, attempt, error, outcome, doubt=doubt)
             return
+
+    async def _fence(self) -> None:
+        """``LeaseLost`` unless the pass still holds its lease (see ``RunOptions``)."""
+        if self.options.lease_check is not None:
+            await self.options.lease_check()
+
+    def _limit(self, step: Step) -> float:
+        """How long the next call of ``step`` may take."""
+        return self.catalogue.timeout_of(step)
+
+    async def _doubt_wait(self, index: int, attempt: int, error: str, until: float) -> None:
+        """Record that the step waits, in doubt, until ``until``; the loop then waits."""
+        await self.emit(
+            self.event(
+                EventType.STEP_RETRY_SCHEDULED,
+                index,
+                attempt,
+                error=f"{error}; it may still take effect until {until:.3f}",
+                next_attempt_at=until,
+                doubt_until=until,
+            )
+        )
 
     @staticmethod
     def _precondition(step: Step, args: BaseModel) -> str | None:
@@ -705,8 +771,13 @@ class SagaRun:
             self.event(EventType.STEP_FAILED, index, attempt, error=error, outcome=outcome)
         )
 
-    async def _unknown(self, index: int, attempt: int, error: str) -> None:
-        await self.emit(self.event(EventType.STEP_UNKNOWN, index, attempt, error=error))
+    async def _unknown(
+        self, index: int, attempt: int, error: str, *, doubt: float | None = None
+    ) -> None:
+        """The outcome is not known; ``doubt``: until when an attempt may still land."""
+        await self.emit(
+            self.event(EventType.STEP_UNKNOWN, index, attempt, error=error, doubt_until=doubt)
+        )
 
     async def _succeed(
         self,
@@ -722,27 +793,69 @@ class SagaRun:
         )
 
     async def _schedule(
-        self, type: EventType, index: int, attempt: int, error: str, policy: RetryPolicy
+        self,
+        type: EventType,
+        index: int,
+        attempt: int,
+        error: str,
+        policy: RetryPolicy,
+        *,
+        doubt: float | None = None,
     ) -> None:
+        """Schedule the next attempt after backoff, and never before ``doubt`` (an earlier
+        attempt may land until then: the same key is never called twice at once)."""
         at = self.clock.now() + policy.delay(attempt, self.rng)
-        await self.emit(self.event(type, index, attempt, error=error, next_attempt_at=at))
+        if doubt is not None:
+            at = max(at, doubt)
+        await self.emit(
+            self.event(type, index, attempt, error=error, next_attempt_at=at, doubt_until=doubt)
+        )
 
-    async def _settle_doubt(self, index: int, attempt: int, error: str, outcome: Outcome) -> None:
+    async def _settle_doubt(
+        self,
+        index: int,
+        attempt: int,
+        error: str,
+        outcome: Outcome,
+        *,
+        doubt: float | None,
+    ) -> None:
         """An attempt may have taken effect: settle by lookup, else record it unknown.
 
-        After an ``Abort`` an effect found by lookup is not a success: the step is recorded
-        with an unknown outcome so that compensation undoes it.
+        The lookup's "not found" counts only once no attempt can land any more (``doubt``:
+        until when one may) and its ``lookup_lag`` has passed; before
+        that, it is asked again while the wait fits in the pass, then the step stays in
+        doubt. After an ``Abort`` an effect found by lookup is not a success: the step is
+        recorded with an unknown outcome so that compensation undoes it.
         """
-        found, result = await self._lookup(index, attempt)
-        if found and outcome is not Outcome.ABORT:
-            await self._succeed(index, result, via="lookup")
-        elif found is False:
+        found = await self._lookup_settled(index, attempt, doubt)
+        if found is not None and found[0] and outcome is not Outcome.ABORT:
+            await self._succeed(index, found[1], via="lookup")
+        elif found is not None and not found[0]:
             error = f"{error} (after {attempt} attempts; lookup found no effect)"
             await self._fail(index, attempt, error, "exhausted")
         else:
             await self._unknown(
-                index, attempt, f"{error} (after {attempt} attempts; outcome unknown)"
+                index, attempt, f"{error} (after {attempt} attempts; outcome unknown)", doubt=doubt
             )
+
+    async def _lookup_settled(
+        self, index: int, attempt: int, doubt: float | None
+    ) -> tuple[bool, Any] | None:
+        """(True, result) found; (False, None) provably not there; None: cannot tell."""
+        ready = max(doubt or 0.0, self.clock.now()) + self.step_of(index).lookup_lag
+        while True:
+            found, result = await self._lookup(index, attempt)
+            if found:
+                return True, result
+            if found is None:
+                return None
+            wait = ready - self.clock.now()
+            if wait <= 0:
+                return False, None
+            if wait > self.options.max_inline_wait or self.options.should_stop():
+                return None  # it may still land, or the lookup not yet see it
+            await self.clock.sleep(wait)
 
     # -- backward -----------------------------------------------------------------------
 
@@ -757,7 +870,8 @@ class SagaRun:
         ]
         todo.sort(key=lambda r: (math.inf if r.seq is None else r.seq, r.index), reverse=True)
         for r in todo:
-            await self.undo(r.index)
+            if await self._settle_forward(r.index):
+                await self.undo(r.index)
         dead = self.state.dead_letters
         if dead:
             names = ", ".join(f"{r.name} (step {r.index})" for r in dead)
@@ -765,6 +879,77 @@ class SagaRun:
             await self.emit(self.event(EventType.SAGA_COMPENSATION_FAILED, reason=reason))
         else:
             await self.emit(self.event(EventType.SAGA_COMPENSATED, reason=self.state.reason))
+
+    async def _settle_forward(self, index: int) -> bool:
+        """Before a step whose outcome is not known is undone: wait until no attempt of it
+        can land any more, then settle it forward (repeat the action with its key: a late
+        arrival is deduplicated by the provider, and the undo gets the result), or by its
+        lookup when the step is not repeatable. False when its lookup proved it took no
+        effect (no undo is needed); True: undo it (with its result, or by its key)."""
+        rec = self.state.steps[index]
+        if rec.status is StepStatus.SUCCEEDED or rec.undo_attempts > 0:
+            return True  # its result is known, or its undo has begun: never act again
+        if rec.doubt_until is not None and self.clock.now() < rec.doubt_until:
+            waiting = f"{rec.name} (step {index}) may still take effect"
+            await self._schedule_undo_at(index, 0, waiting, rec.doubt_until)
+            await self._wait_until(rec.doubt_until)
+        step = self.step_of(index)
+        found = await self._lookup_settled(index, rec.attempts, None)
+        if found is not None and found[0]:
+            await self._succeed(index, found[1], via="lookup")
+            return True
+        if not step.repeatable or step.policy.exhausted(rec.attempts):
+            if found is not None:  # provably nothing there
+                await self._fail(index, rec.attempts, "no effect was found", "settled")
+                return False
+            return True  # undo by its key: the undo treats "not found" as undone
+        return await self._repeat(index)
+
+    async def _repeat(self, index: int) -> bool:
+        """One more attempt of an in-doubt action with its key, to learn its outcome."""
+        step = self.step_of(index)
+        args = self._args_or_error(index)
+        if isinstance(args, str):
+            return True
+        attempt = self.state.steps[index].attempts + 1
+        before = self.state.steps[index].doubt_until
+        ctx = self.context(index, attempt)
+        self._hook(Point.BEFORE_INTENT, index)
+        limit = self._limit(step)
+        await self._fence()
+        await self.emit(
+            self.event(
+                EventType.STEP_STARTED,
+                index,
+                attempt,
+                key=ctx.key,
+                by=self.options.owner,
+                deadline=self.clock.now() + limit + self.catalogue.doubt_grace,
+                settle=True,
+            )
+        )
+        self._hook(Point.AFTER_INTENT, index)
+        await self._fence()
+        call = self._call(ctx)
+        with self.telemetry.call(call):
+            try:
+                result = await self._bounded(step.action(args, ctx), limit)
+            except Exception as exc:
+                outcome = classify(exc, step.retry_on, step.no_effect_on)
+                call.outcome = _outcome_name(exc, outcome)
+                # even a refusal proves nothing here (a provider may refuse a key it has
+                # applied): the undo, by the key, looks for the effect itself
+                doubt = (
+                    self.state.steps[index].doubt_until if isinstance(exc, Abandoned) else before
+                )
+                await self._unknown(
+                    index, attempt, f"settling forward: {describe(exc)}", doubt=doubt
+                )
+                return True
+            call.outcome = "succeeded"
+        self._hook(Point.AFTER_EFFECT, index)
+        await self._succeed(index, jsonable(result), via="settle", messages=ctx.outbox)
+        return True
 
     async def undo(self, index: int) -> None:
         """Run one step's undo until it succeeds or is parked as a dead letter.
@@ -778,50 +963,85 @@ class SagaRun:
             rec = self.state.steps[index]
             if rec.undo_status in _UNDO_SETTLED:
                 return
-            if rec.undo_status is UndoStatus.STARTED and policy.exhausted(rec.undo_attempts):
-                doubt = f"undo attempt {rec.undo_attempts} was interrupted before its outcome"
-                await self._park(index, rec.undo_attempts, doubt, retries=0)
-                return
+            if rec.undo_status is UndoStatus.STARTED:
+                doubt = rec.undo_doubt_until
+                interrupted = f"undo attempt {rec.undo_attempts} was interrupted before its outcome"
+                if doubt is not None and self.clock.now() < doubt:
+                    # it may still be running: the undo key is never called twice at once
+                    await self._schedule_undo_at(index, rec.undo_attempts, interrupted, doubt)
+                    continue
+                if policy.exhausted(rec.undo_attempts):
+                    await self._park(index, rec.undo_attempts, interrupted, retries=0, doubt=doubt)
+                    return
             if rec.undo_status is UndoStatus.RETRY_WAIT:
                 await self._wait_until(rec.undo_next_attempt_at)
+                if policy.exhausted(rec.undo_attempts):  # only a wait for doubt gets here
+                    last, doubt = rec.undo_error or "", rec.undo_doubt_until
+                    await self._park(index, rec.undo_attempts, last, retries=0, doubt=doubt)
+                    return
             attempt = rec.undo_attempts + 1
+            before = rec.undo_doubt_until
             error = await self._undo_attempt(index, attempt)
             if error is None:
                 return
-            outcome, message = error
+            outcome, message, abandoned = error
+            doubt = self.state.steps[index].undo_doubt_until if abandoned else before
             retry = outcome in (Outcome.TRANSIENT, Outcome.UNKNOWN)
             if retry and not policy.exhausted(attempt):
                 await self._schedule(
-                    EventType.UNDO_RETRY_SCHEDULED, index, attempt, message, policy
+                    EventType.UNDO_RETRY_SCHEDULED, index, attempt, message, policy, doubt=doubt
                 )
                 continue
-            await self._park(index, attempt, message, retries=0)
+            await self._park(index, attempt, message, retries=0, doubt=doubt)
             return
 
-    async def _undo_attempt(self, index: int, attempt: int) -> tuple[Outcome, str] | None:
-        """One undo call under its intent; None when it succeeded."""
+    async def _schedule_undo_at(self, index: int, attempt: int, error: str, at: float) -> None:
+        await self.emit(
+            self.event(
+                EventType.UNDO_RETRY_SCHEDULED,
+                index,
+                attempt,
+                error=f"{error}; it may still take effect until {at:.3f}",
+                next_attempt_at=at,
+                doubt_until=at,
+            )
+        )
+
+    async def _undo_attempt(self, index: int, attempt: int) -> tuple[Outcome, str, bool] | None:
+        """One undo call under its intent; None when it succeeded, else its outcome, what
+        it raised and whether it was abandoned (it may still take effect)."""
         step = self.step_of(index)
         assert step.undo is not None
         args = self._args_or_error(index)
         if isinstance(args, str):
-            return Outcome.PERMANENT, args  # nothing can be called: a person must look
+            return Outcome.PERMANENT, args, False  # nothing can be called: a person must look
         ctx = self.context(index, attempt, undo=True)
         self._hook(Point.BEFORE_UNDO_INTENT, index)
+        limit = self._limit(step)
+        await self._fence()
         await self.emit(
-            self.event(EventType.UNDO_STARTED, index, attempt, key=ctx.key, by=self.options.owner)
+            self.event(
+                EventType.UNDO_STARTED,
+                index,
+                attempt,
+                key=ctx.key,
+                by=self.options.owner,
+                deadline=self.clock.now() + limit + self.catalogue.doubt_grace,
+            )
         )
         self._hook(Point.AFTER_UNDO_INTENT, index)
+        await self._fence()
         call = self._call(ctx, undo=True)
         with self.telemetry.call(call):
             if call.traceparent != ctx.traceparent:
                 ctx = replace(ctx, traceparent=call.traceparent)
             try:
                 result = self.state.steps[index].result
-                note = await self._bounded(step.undo(args, result, ctx), step.timeout)
+                note = await self._bounded(step.undo(args, result, ctx), limit)
             except Exception as exc:
                 outcome = classify(exc, step.retry_on, step.no_effect_on)
                 call.outcome = _outcome_name(exc, outcome)
-                return outcome, describe(exc)
+                return outcome, describe(exc), isinstance(exc, Abandoned)
             call.outcome = "succeeded"
         self._hook(Point.AFTER_UNDO_EFFECT, index)
         extra: dict[str, Any] = {} if note is None else {"note": _note(note)}
@@ -832,17 +1052,33 @@ class SagaRun:
         await self.emit(self.event(EventType.UNDO_SUCCEEDED, index, attempt, **extra), defer=True)
         return None
 
-    async def _park(self, index: int, attempt: int, error: str, retries: int) -> None:
-        """Dead-letter the undo; schedule its next retry by the step's dead-letter policy."""
+    async def _park(
+        self,
+        index: int,
+        attempt: int,
+        error: str,
+        retries: int,
+        *,
+        doubt: float | None,
+    ) -> None:
+        """Dead-letter the undo; schedule its next retry by the step's dead-letter policy.
+        ``doubt``: until when an undo attempt may still land."""
         policy = self.step_of(index).dead_letter_retry
         next_retry = (
             None
             if policy.exhausted(retries + 1)
             else self.clock.now() + policy.delay(retries + 1, self.rng)
         )
+        if next_retry is not None and doubt is not None:
+            next_retry = max(next_retry, doubt)  # never beside an undo that may still run
         await self.emit(
             self.event(
-                EventType.UNDO_DEAD_LETTERED, index, attempt, error=error, next_retry_at=next_retry
+                EventType.UNDO_DEAD_LETTERED,
+                index,
+                attempt,
+                error=error,
+                next_retry_at=next_retry,
+                doubt_until=doubt,
             )
         )
 
@@ -855,9 +1091,13 @@ class SagaRun:
             return True
         if rec.undo_status not in (UndoStatus.DEAD_LETTERED, UndoStatus.STARTED):
             return False
+        if rec.undo_doubt_until is not None and self.clock.now() < rec.undo_doubt_until:
+            return False  # its last attempt may still be running: not now
+        before = rec.undo_doubt_until
         error = await self._undo_attempt(index, rec.undo_attempts + 1)
         if error is not None:
-            await self._park(index, rec.undo_attempts + 1, error[1], retries + 1)
+            doubt = self.state.steps[index].undo_doubt_until if error[2] else before
+            await self._park(index, rec.undo_attempts + 1, error[1], retries + 1, doubt=doubt)
             return False
         await self._settle()
         return True

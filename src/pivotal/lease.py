@@ -40,6 +40,9 @@ class Lease:
     # first commit of its pass (``Orchestrator.execute``) has nothing to renew or release
     # before that commit, and must never touch a lease of an existing saga of the same id
     in_ledger: bool = True
+    # when it runs out unless renewed (the keeper's clock), from the time its claim or last
+    # renewal was sent: this process takes it for held only until then
+    expires: float = -math.inf
     _work: asyncio.Task[Any] | None = None  # the task running ``guard``, while it does
 
     def lose(self) -> None:
@@ -69,16 +72,20 @@ class LeaseKeeper:
 
     async def acquire(self, saga_id: str, ttl: float) -> Lease | None:
         """Take the saga's lease if nobody holds it; None when somebody does."""
-        epoch = await self.store.claim(saga_id, self.owner, ttl, self.clock.now())
-        return None if epoch is None else self.adopt(saga_id, epoch, ttl)
+        now = self.clock.now()
+        epoch = await self.store.claim(saga_id, self.owner, ttl, now)
+        return None if epoch is None else self.adopt(saga_id, epoch, ttl, since=now)
 
-    def adopt(self, saga_id: str, epoch: int, ttl: float) -> Lease:
-        """Keep renewing a lease this process has just claimed."""
-        return self.keep(Lease(saga_id, epoch, ttl))
+    def adopt(self, saga_id: str, epoch: int, ttl: float, *, since: float | None = None) -> Lease:
+        """Keep renewing a lease this process has just claimed (its claim sent at
+        ``since``, by default now)."""
+        return self.keep(Lease(saga_id, epoch, ttl), since=since)
 
-    def keep(self, lease: Lease) -> Lease:
-        """Keep renewing ``lease``, now in the ledger (claimed, or created with its saga)."""
+    def keep(self, lease: Lease, *, since: float | None = None) -> Lease:
+        """Keep renewing ``lease``, now in the ledger (claimed, or created with its saga,
+        at ``since``, by default now)."""
         lease.in_ledger = True
+        lease.expires = (self.clock.now() if since is None else since) + lease.ttl
         saga_id, epoch, ttl = lease.saga_id, lease.epoch, lease.ttl
         older = self._held.get(saga_id)
         if older is not None and older.epoch != epoch:  # our own older lease lapsed
@@ -168,17 +175,46 @@ class LeaseKeeper:
         finally:
             lease._work = None
 
+    async def ensure(self, lease: Lease) -> None:
+        """Before a call that can take effect: ``LeaseLost`` unless this process still
+        holds ``lease`` for at least a third of its length. A lease that is about to run
+        out, or ran out while the process was paused (a GC or VM freeze, SIGSTOP, a
+        laptop lid), is renewed first; one taken over meanwhile is lost."""
+        if lease.lost:
+            raise LeaseLost(f"lease on saga {lease.saga_id} was taken over")
+        if not lease.in_ledger or self.clock.now() + lease.ttl / 3 < lease.expires:
+            return
+        now = self.clock.now()
+        try:
+            held = await self.store.heartbeat(
+                self.owner, {lease.saga_id: lease.epoch}, lease.ttl, now
+            )
+        except PivotalError as exc:
+            raise LeaseLost(
+                f"lease on saga {lease.saga_id} could not be renewed before a call: {exc}"
+            ) from exc
+        if lease.saga_id not in held:
+            self.forget(lease)
+            lease.lost = True  # this task stops by the error, not by a cancellation
+            raise LeaseLost(f"lease on saga {lease.saga_id} was taken over")
+        lease.expires = now + lease.ttl
+
     async def beat(self) -> None:
         """Renew every held lease; the ones found taken over are lost."""
         by_ttl: dict[float, dict[str, int]] = defaultdict(dict)
         for lease in list(self._held.values()):
             by_ttl[lease.ttl][lease.saga_id] = lease.epoch
         for ttl, leases in by_ttl.items():
+            now = self.clock.now()
             try:
-                held = await self.store.heartbeat(self.owner, leases, ttl, self.clock.now())
+                held = await self.store.heartbeat(self.owner, leases, ttl, now)
             except PivotalError as exc:  # the leases still run; the next beat tries again
                 log.warning("%s: heartbeat failed: %s", self.owner, exc)
                 continue
+            for saga_id in held:
+                renewed = self._held.get(saga_id)
+                if renewed is not None and renewed.epoch == leases[saga_id]:
+                    renewed.expires = now + ttl
             for saga_id in set(leases) - held:
                 gone = self._held.get(saga_id)
                 if gone is not None and gone.epoch == leases[saga_id]:

@@ -130,6 +130,38 @@ class Orchestrator:
             assert existing is not None
         return self._same_plan(existing, plan).state
 
+    async def submit_aborted(
+        self, plan: Plan, *, saga_id: str | None = None, by: str, reason: str
+    ) -> SagaState:
+        """``submit``, with a verdict given before anything ran: the saga is created
+        compensating (reason ``aborted by {by}: {reason}``, as ``abort`` writes it) in the
+        one transaction that records it, so no pass can ever begin one of its steps, and
+        there is no moment at which it exists unaborted (a crash, or a worker claiming it).
+
+        Validated like ``submit`` (``PlanRejected``) and idempotent on ``saga_id`` the same
+        way: an existing saga with the same plan is returned as it is, aborted or not (the
+        caller aborts it then, if it still can); another plan raises ``SagaConflict``.
+        """
+        if not by.strip() or not reason.strip():
+            raise InvalidInput("aborting a saga needs who aborted it and why")
+        _check_id(saga_id)
+        existing = await self.store.load(saga_id) if saga_id is not None else None
+        if existing is None:
+            state, submitted, _ = self._submission(plan, saga_id)
+            started = Event(
+                type=EventType.COMPENSATION_STARTED,
+                at=submitted.at,
+                seq=submitted.seq + 1,
+                data={"reason": f"aborted by {by}: {reason}"},
+            )
+            state = apply(state, started)
+            if await self.store.create(state, plan, plan.provenance, [submitted, started]):
+                self.telemetry.committed(None, state, [submitted, started])
+                return state
+            existing = await self.store.load(state.saga_id)
+            assert existing is not None
+        return self._same_plan(existing, plan).state
+
     def _same_plan(self, existing: StoredSaga, plan: Plan) -> StoredSaga:
         if existing.state.plan_digest != plan.digest():
             raise SagaConflict(
@@ -232,7 +264,11 @@ class Orchestrator:
         Only for a lease held for a single pass (``run``, ``execute``); a worker releases
         its own, and a caller that drives several passes under one lease keeps it."""
         options = options or RunOptions(owner=self.owner, hook=self.hook)
-        return replace(options, on_release=functools.partial(self.leases.freed, lease))
+        return replace(
+            options,
+            on_release=functools.partial(self.leases.freed, lease),
+            lease_check=functools.partial(self.leases.ensure, lease),
+        )
 
     def lease(self, saga_id: str) -> AbstractAsyncContextManager[Lease]:
         """Hold the saga's lease (renewed by this process's heartbeat); released on return or
@@ -272,15 +308,18 @@ class Orchestrator:
         # whatever the pass records first), leased to this process: epoch 1.
         lease = Lease(state.saga_id, 1, self.lease_ttl, in_ledger=False)
 
+        sent: list[float] = []  # when the creation's lease terms were sent
+
         def write(after: SagaState, events: list[Event], leased: bool) -> Awaitable[object]:
             if not leased:  # that commit ends the pass: nothing to hold
                 return self.store.create(after, plan, plan.provenance, events)
-            terms = (self.owner, self.lease_ttl, self.clock.now())
+            sent.append(self.clock.now())
+            terms = (self.owner, self.lease_ttl, sent[-1])
             return create(self.store, after, plan, plan.provenance, events, terms)  # type: ignore[no-any-return]
 
         def written(leased: bool) -> None:
             if leased:
-                self.leases.keep(lease)
+                self.leases.keep(lease, since=sent[-1] if sent else None)
 
         creation = Creation(event, write, written)
         fresh = StoredSaga(state, plan, 1, None)
@@ -515,6 +554,8 @@ class Orchestrator:
                 status=before.status.value,
                 saga_reason=before.reason,
                 steps=again,
+                # their attempts may have taken effect: a fresh budget proves nothing
+                doubted=[i for i in again if before.steps[i].status is StepStatus.UNKNOWN],
             )
         )
         if not run:

@@ -113,6 +113,12 @@ class StepRecord:
     undo_attempts: int = 0
     undo_error: str | None = None
     undo_next_attempt_at: float | None = None
+    # Until when an earlier attempt of the action (of the undo) may still take effect: set
+    # by each intent to its deadline, cleared by an outcome that proves the call ended.
+    # Not None: an attempt may have taken effect, so "not found" or a refusal is no proof
+    # of "no effect" before this time has passed.
+    doubt_until: float | None = None
+    undo_doubt_until: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,15 +177,22 @@ class SagaState:
         return tuple(r for r in self.steps if r.undo_status is UndoStatus.DEAD_LETTERED)
 
 
-def _step_changes(event: Event) -> dict[str, Any] | None:
+def _later(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _step_changes(event: Event, rec: StepRecord | None) -> dict[str, Any] | None:
     """How a step-level event changes its step's record (None: not a step-level event)."""
     d = event.data
+    doubt = rec.doubt_until if rec is not None else None
+    undo_doubt = rec.undo_doubt_until if rec is not None else None
     match event.type:
         case EventType.STEP_STARTED:
             return {
                 "status": StepStatus.STARTED,
                 "attempts": event.attempt,
                 "next_attempt_at": None,
+                "doubt_until": _later(doubt, d.get("deadline")),
             }
         case EventType.STEP_SUCCEEDED:
             return {
@@ -187,43 +200,58 @@ def _step_changes(event: Event) -> dict[str, Any] | None:
                 "result": d.get("result"),
                 "error": None,
                 "next_attempt_at": None,
+                "doubt_until": None,
             }
         case EventType.STEP_RETRY_SCHEDULED:
             return {
                 "status": StepStatus.RETRY_WAIT,
                 "error": d["error"],
                 "next_attempt_at": d["next_attempt_at"],
+                "doubt_until": d.get("doubt_until", doubt),
             }
         case EventType.STEP_FAILED:
-            return {"status": StepStatus.FAILED, "error": d["error"], "next_attempt_at": None}
+            return {
+                "status": StepStatus.FAILED,
+                "error": d["error"],
+                "next_attempt_at": None,
+                "doubt_until": None,
+            }
         case EventType.STEP_UNKNOWN:
             return {
                 "status": StepStatus.UNKNOWN,
                 "error": d["error"],
                 "next_attempt_at": None,
+                "doubt_until": d.get("doubt_until", doubt),
             }
         case EventType.UNDO_STARTED:
             return {
                 "undo_status": UndoStatus.STARTED,
                 "undo_attempts": event.attempt,
                 "undo_next_attempt_at": None,
+                "undo_doubt_until": _later(undo_doubt, d.get("deadline")),
             }
         case EventType.UNDO_SUCCEEDED:
-            return {"undo_status": UndoStatus.DONE, "undo_error": None}
+            return {"undo_status": UndoStatus.DONE, "undo_error": None, "undo_doubt_until": None}
         case EventType.UNDO_RETRY_SCHEDULED:
             return {
                 "undo_status": UndoStatus.RETRY_WAIT,
                 "undo_error": d["error"],
                 "undo_next_attempt_at": d["next_attempt_at"],
+                "undo_doubt_until": d.get("doubt_until", undo_doubt),
             }
         case EventType.UNDO_DEAD_LETTERED:
             return {
                 "undo_status": UndoStatus.DEAD_LETTERED,
                 "undo_error": d["error"],
                 "undo_next_attempt_at": d.get("next_retry_at"),
+                "undo_doubt_until": d.get("doubt_until", undo_doubt),
             }
         case EventType.DEAD_LETTER_RESOLVED:
-            return {"undo_status": UndoStatus.RESOLVED, "undo_next_attempt_at": None}
+            return {
+                "undo_status": UndoStatus.RESOLVED,
+                "undo_next_attempt_at": None,
+                "undo_doubt_until": None,
+            }
     return None
 
 
@@ -311,7 +339,8 @@ def apply(state: SagaState | None, event: Event) -> SagaState:
 def _changes(s: SagaState, event: Event) -> dict[str, Any]:
     """The fields of ``s`` that ``event`` changes, besides its version and update time."""
     t, d = event.type, event.data
-    changes = _step_changes(event)
+    rec = s.steps[event.step] if event.step is not None and event.step < len(s.steps) else None
+    changes = _step_changes(event, rec)
     if changes is not None:
         if event.step is None:
             raise ValueError(f"{t.value} without a step index")
@@ -366,11 +395,20 @@ def _changes(s: SagaState, event: Event) -> dict[str, Any]:
         return {"approval": approval}  # rejected or expired: compensation follows
     if t is EventType.SAGA_RESUMED:
         # Steps named in the event may have taken effect: they are tried again with their
-        # own keys and a fresh retry budget, due now.
+        # own keys and a fresh retry budget, due now. Those in doubt stay in doubt: a fresh
+        # budget is no proof that the earlier attempts took no effect.
         steps = list(s.steps)
+        doubted = set(d.get("doubted", ()))
         for i in d.get("steps", ()):
+            doubt = steps[i].doubt_until
+            if i in doubted and doubt is None:
+                doubt = event.at
             steps[i] = replace(
-                steps[i], status=StepStatus.RETRY_WAIT, attempts=0, next_attempt_at=event.at
+                steps[i],
+                status=StepStatus.RETRY_WAIT,
+                attempts=0,
+                next_attempt_at=event.at,
+                doubt_until=doubt,
             )
         resumed = SagaStatus(d["status"])
         return {"steps": tuple(steps), "status": resumed, "reason": d.get("saga_reason")}

@@ -219,10 +219,9 @@ class Worker:
         if free <= 0:
             return 0
         orch = self.orchestrator
+        now = orch.clock.now()
         try:
-            claims = await orch.store.claim_next(
-                self.owner, self.config.lease_ttl, orch.clock.now(), free
-            )
+            claims = await orch.store.claim_next(self.owner, self.config.lease_ttl, now, free)
         except PivotalError as exc:  # the ledger is unreachable: try again next round
             log.warning("%s: claiming failed: %s", self.owner, exc)
             return 0
@@ -231,7 +230,7 @@ class Worker:
             # was too slow to renew its lease): adopting the new lease cancels the old pass,
             # and the new one starts only once the old one has ended.
             before = self._running.get(saga_id)
-            lease = orch.leases.adopt(saga_id, epoch, self.config.lease_ttl)
+            lease = orch.leases.adopt(saga_id, epoch, self.config.lease_ttl, since=now)
             task = asyncio.create_task(self._run_one(lease, before), name=f"saga {saga_id}")
             self._running[saga_id] = task
             self._tasks.add(task)
@@ -258,6 +257,7 @@ class Worker:
             should_stop=self._stopping.is_set,
             # the commit that ends the pass frees the lease: no release commit after it
             on_release=functools.partial(orch.leases.freed, lease),
+            lease_check=functools.partial(orch.leases.ensure, lease),
         )
         self.stats.runs += 1
         error: str | None = None

@@ -86,7 +86,9 @@ async def forget(args: Args, result: object, ctx: StepContext) -> None:
     return None
 
 
-app = Catalogue("slow")
+# A call may take 2 s, and may still land 1 s after that: a worker that takes over a saga
+# whose call is in flight waits that long before it calls the step again.
+app = Catalogue("slow", default_timeout=2, doubt_grace=1)
 
 
 @app.compensable(undo=forget)

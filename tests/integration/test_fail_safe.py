@@ -159,8 +159,12 @@ async def test_an_effect_whose_reply_failed_to_parse_is_undone(
     state = await orch.execute(plan("take", "take", "settle"), saga_id="s")
 
     assert state.status is SagaStatus.COMPENSATED
+    # never retried forward; before it is undone it is repeated once with its key to learn
+    # its outcome (the provider makes no second effect), which fails to parse again: it is
+    # undone by its key
     assert state.steps[1].status is StepStatus.UNKNOWN
-    assert provider.calls == ["s:0", "s:1"]  # never retried: the outcome was in doubt
+    assert provider.calls == ["s:0", "s:1", "s:1"]
+    assert provider.effects["s:1"] == 1
     assert not provider.in_place("s:1"), "the applied effect was left in place"
     assert not provider.in_place("s:0")
     await assert_consistent(orch, "s")
@@ -407,6 +411,13 @@ async def test_a_lease_adopted_again_cancels_the_older_pass_of_the_same_process(
     assert await asyncio.wait_for(provider.entered.get(), 30) == "s:1"
 
     clock.advance(31)  # the heartbeat never ran in time: the worker claims "s" again
+    # the new pass finds the pivot's attempt in doubt: abandoned, it may still land until
+    # its deadline (its start, plus the default timeout, plus the grace); nothing calls the
+    # step again before then
+    step = await wait_for_state(orch, "s", lambda s: s.steps[1].status is StepStatus.RETRY_WAIT)
+    assert provider.entered.empty()
+    assert step.steps[1].next_attempt_at == step.steps[1].doubt_until
+    clock.advance(step.steps[1].next_attempt_at - clock.now())
     assert await asyncio.wait_for(provider.entered.get(), 30) == "s:1"
     assert provider.overlaps == []  # the older call was cancelled before the new one
     gate.set()
@@ -414,6 +425,19 @@ async def test_a_lease_adopted_again_cancels_the_older_pass_of_the_same_process(
     assert (await orch.get("s")).state.status is SagaStatus.COMPLETED
     assert worker.stats.leases_lost == 1
     await assert_consistent(orch, "s")
+
+
+async def wait_for_state(
+    orch: Orchestrator, saga_id: str, condition: Callable[[SagaState], bool]
+) -> SagaState:
+    """The saga's state once ``condition`` holds (the timeout only turns a hang into a
+    failure)."""
+    for _ in range(3000):
+        state = (await orch.get(saga_id)).state
+        if condition(state):
+            return state
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"saga {saga_id} never reached the state waited for")
 
 
 # -- hole 5: a failed commit in a parallel group leaves no gap --------------------------
@@ -500,6 +524,10 @@ async def test_a_saga_is_not_compensated_while_an_undo_is_in_doubt(
         await dying.retry_dead_letter(first.id)
     clock.advance(61)
     await store.expire_leases(clock.now())
+    # the interrupted undo may still run until its deadline (its start, plus the default
+    # timeout of 60 s, plus the grace of 30 s): not retried before then
+    assert not await orch.retry_dead_letter(first.id)
+    clock.advance(30)
 
     await orch.resolve_dead_letter(second.id, "ops", "refunded by hand")
     state = (await orch.get("s")).state

@@ -33,7 +33,7 @@ SAGA_COLUMNS = (
 )
 STEP_COLUMNS = (
     "saga_id, idx, name, kind, grp, status, attempts, result, error, next_attempt_at, seq, "
-    "undo_status, undo_attempts, undo_error, undo_next_attempt_at"
+    "undo_status, undo_attempts, undo_error, undo_next_attempt_at, doubt_until, undo_doubt_until"
 )
 APPROVAL_COLUMNS = (
     "saga_id, step, status, reason, rationale, requested_at, expires_at, decided_at, approver, "
@@ -85,12 +85,13 @@ SAGAS_NAMING = (
     "OR s.updated_at >= ?) ORDER BY s.created_at DESC, s.saga_id LIMIT ?"
 )
 UPSERT_STEP = (
-    f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(15)}) "
+    f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(17)}) "
     "ON CONFLICT (saga_id, idx) DO UPDATE SET status = excluded.status, "
     "attempts = excluded.attempts, result = excluded.result, error = excluded.error, "
     "next_attempt_at = excluded.next_attempt_at, seq = excluded.seq, "
     "undo_status = excluded.undo_status, undo_attempts = excluded.undo_attempts, "
-    "undo_error = excluded.undo_error, undo_next_attempt_at = excluded.undo_next_attempt_at"
+    "undo_error = excluded.undo_error, undo_next_attempt_at = excluded.undo_next_attempt_at, "
+    "doubt_until = excluded.doubt_until, undo_doubt_until = excluded.undo_doubt_until"
 )
 UPSERT_APPROVAL = (
     f"INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES ({_marks(12)}) "
@@ -398,3 +399,8 @@ INSERT_OUTBOX = (
     "INSERT INTO outbox (id, saga_id, type, payload, traceparent, created_at, next_attempt_at) "
     "VALUES (" + _marks(7) + ") ON CONFLICT (id) DO NOTHING"
 )
+
+# -- a creation whose reply was lost: whose is the saga? -------------------------------------
+
+# its lease token (unique to one acquisition): ours, when our own creation landed
+SELECT_LEASE_TOKEN = "SELECT lease_token FROM sagas WHERE saga_id = ?"

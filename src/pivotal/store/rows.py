@@ -48,6 +48,8 @@ def step_row(saga_id: str, r: StepRecord) -> tuple[Any, ...]:
         r.undo_attempts,
         r.undo_error,
         r.undo_next_attempt_at,
+        r.doubt_until,
+        r.undo_doubt_until,
     )
 
 
@@ -67,6 +69,8 @@ def step_from_row(row: Any) -> StepRecord:
         undo_attempts=row[12],
         undo_error=row[13],
         undo_next_attempt_at=row[14],
+        doubt_until=row[15],
+        undo_doubt_until=row[16],
     )
 
 

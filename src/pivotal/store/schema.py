@@ -223,6 +223,12 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (name, value, saga_id)
     );
     """,
+    # 10: until when an earlier attempt of each step's action (and of its undo) may still
+    # take effect: nothing settles the step as "no effect" before then.
+    """
+    ALTER TABLE steps ADD COLUMN doubt_until REAL;
+    ALTER TABLE steps ADD COLUMN undo_doubt_until REAL;
+    """,
 )
 
 

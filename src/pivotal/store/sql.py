@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from pivotal.errors import LeaseLost, VersionConflict
+from pivotal.errors import LeaseLost, StoreError, VersionConflict
 from pivotal.outbox import messages_for
 from pivotal.plan import Plan, Provenance
 from pivotal.state import ApprovalStatus, Event, SagaState, SagaStatus
@@ -95,12 +95,47 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         when a saga with this id exists already (then nothing is written).
 
         ``state`` may be past its submission (``events`` then start with it): the engine
-        creates a saga it runs at once with its first intent, in one commit."""
+        creates a saga it runs at once with its first intent, in one commit.
+
+        A creation whose reply was lost (the link dropped after its ``COMMIT``: the writer
+        ran it again and met the saga, or gave up) is told by its lease token, which no
+        other acquisition has: read back with ours, it is our creation that landed (1);
+        with another token, or none, the saga is someone else's (None). When it cannot be
+        read back, or is not there after an unknown outcome, the ``StoreError`` stands:
+        the pass ends without calling anything."""
         owner, ttl, now = lease
-        leased = (owner, _new_token(), now + ttl)
-        build = functools.partial(self._creation, state, plan, provenance, events, leased)
-        result = await self._batch_built(build)
-        return None if result.stopped else 1
+        token = _new_token()
+        build = functools.partial(
+            self._creation, state, plan, provenance, events, (owner, token, now + ttl)
+        )
+        try:
+            result = await self._batch_built(build)
+        except LeaseLost:
+            raise
+        except StoreError as unknown:  # a lost link, perhaps after the COMMIT: landed?
+            exists, holder = await self._created_by(state.saga_id, unknown)
+            if not exists:
+                raise
+        else:
+            if not result.stopped:
+                return 1
+            exists, holder = await self._created_by(state.saga_id, None)
+        return 1 if holder == token else None
+
+    async def _created_by(
+        self, saga_id: str, unknown: StoreError | None
+    ) -> tuple[bool, str | None]:
+        """Whether the saga exists, and its lease's token: read back when the reply to a
+        creation did not tell whose the saga is. Unreadable, the outcome stays unknown."""
+        try:
+            found = await self._fetch(q.SELECT_LEASE_TOKEN, (saga_id,))
+        except StoreError as exc:
+            after = f" ({unknown})" if unknown is not None else ""
+            raise StoreError(
+                f"whether saga {saga_id} was created is unknown{after}: reading it back "
+                f"failed: {exc}"
+            ) from exc
+        return (True, found[0][0]) if found else (False, None)
 
     def _creation(
         self,
