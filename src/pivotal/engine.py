@@ -898,10 +898,15 @@ class SagaRun:
         if found is not None and found[0]:
             await self._succeed(index, found[1], via="lookup")
             return True
-        if not step.repeatable or step.policy.exhausted(rec.attempts):
+        once = not step.repeatable or not step.retryable  # declared: never call it again
+        if once or rec.settle_attempt is not None:  # at most one settling call
             if found is not None:  # provably nothing there
                 await self._fail(index, rec.attempts, "no effect was found", "settled")
                 return False
+            rec = self.state.steps[index]
+            if rec.status is StepStatus.STARTED:  # its last attempt never told
+                error = f"attempt {rec.attempts} was interrupted before its outcome was recorded"
+                await self._unknown(index, rec.attempts, error, doubt=rec.doubt_until)
             return True  # undo by its key: the undo treats "not found" as undone
         return await self._repeat(index)
 

@@ -119,6 +119,8 @@ class StepRecord:
     # of "no effect" before this time has passed.
     doubt_until: float | None = None
     undo_doubt_until: float | None = None
+    # the attempt that settled the step forward before its undo (one at most), if any
+    settle_attempt: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,12 +190,15 @@ def _step_changes(event: Event, rec: StepRecord | None) -> dict[str, Any] | None
     undo_doubt = rec.undo_doubt_until if rec is not None else None
     match event.type:
         case EventType.STEP_STARTED:
-            return {
+            started = {
                 "status": StepStatus.STARTED,
                 "attempts": event.attempt,
                 "next_attempt_at": None,
                 "doubt_until": _later(doubt, d.get("deadline")),
             }
+            if d.get("settle"):
+                started["settle_attempt"] = event.attempt
+            return started
         case EventType.STEP_SUCCEEDED:
             return {
                 "status": StepStatus.SUCCEEDED,

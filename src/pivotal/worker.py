@@ -32,10 +32,16 @@ class WorkerConfig:
     poll_interval: float = 0.5  # seconds between looks for new work when idle
     max_inline_wait: float = 2.0  # a retry due later than this releases the saga
     sweep_interval: float = 10.0  # seconds between sweeps
+    # after stop(), how long the calls in flight may take to finish and be recorded; then
+    # the passes still running are cancelled (their calls abandoned, in doubt until their
+    # deadlines: the next worker settles them)
+    drain_timeout: float = 30.0
 
     def __post_init__(self) -> None:
         if self.concurrency < 1 or self.lease_ttl <= 0 or self.poll_interval <= 0:
             raise ValueError("concurrency, lease_ttl and poll_interval must be positive")
+        if self.drain_timeout < 0:
+            raise ValueError("drain_timeout must be 0 or more")
 
 
 @dataclass
@@ -60,6 +66,7 @@ class WorkerStats:
     finished: dict[str, int] = field(default_factory=dict)  # final status -> count
     leases_lost: int = 0
     errors: int = 0
+    abandoned: int = 0  # passes cancelled when stopping took longer than drain_timeout
     swept: Counter[str] = field(default_factory=Counter)  # what the sweeps did, in totals
 
 
@@ -161,11 +168,27 @@ class Worker:
         finally:
             self._stopping.set()  # the sweep finishes its pass; the heartbeat keeps beating
             stopping.cancel()
-            await sweeping
-            if self._tasks:
-                await asyncio.wait(self._tasks)
+            await self._drain(sweeping)
             await beating
         return self.stats
+
+    async def _drain(self, sweeping: asyncio.Task[None]) -> None:
+        """Let the passes still running (and the sweep) reach their next step boundary, for
+        at most ``drain_timeout`` seconds; then cancel the rest and wait for them."""
+        running = {sweeping, *self._tasks}
+        _, late = await asyncio.wait(running, timeout=self.config.drain_timeout)
+        if not late:
+            return
+        log.warning(
+            "%s: %d sagas still running after %gs; their calls are abandoned",
+            self.owner,
+            len(late),
+            self.config.drain_timeout,
+        )
+        self.stats.abandoned += len(late - {sweeping})
+        for task in late:
+            task.cancel()
+        await asyncio.wait(late)
 
     @property
     def beat_interval(self) -> float:

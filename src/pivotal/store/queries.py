@@ -33,7 +33,8 @@ SAGA_COLUMNS = (
 )
 STEP_COLUMNS = (
     "saga_id, idx, name, kind, grp, status, attempts, result, error, next_attempt_at, seq, "
-    "undo_status, undo_attempts, undo_error, undo_next_attempt_at, doubt_until, undo_doubt_until"
+    "undo_status, undo_attempts, undo_error, undo_next_attempt_at, doubt_until, undo_doubt_until, "
+    "settle_attempt"
 )
 APPROVAL_COLUMNS = (
     "saga_id, step, status, reason, rationale, requested_at, expires_at, decided_at, approver, "
@@ -85,13 +86,14 @@ SAGAS_NAMING = (
     "OR s.updated_at >= ?) ORDER BY s.created_at DESC, s.saga_id LIMIT ?"
 )
 UPSERT_STEP = (
-    f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(17)}) "
+    f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(18)}) "
     "ON CONFLICT (saga_id, idx) DO UPDATE SET status = excluded.status, "
     "attempts = excluded.attempts, result = excluded.result, error = excluded.error, "
     "next_attempt_at = excluded.next_attempt_at, seq = excluded.seq, "
     "undo_status = excluded.undo_status, undo_attempts = excluded.undo_attempts, "
     "undo_error = excluded.undo_error, undo_next_attempt_at = excluded.undo_next_attempt_at, "
-    "doubt_until = excluded.doubt_until, undo_doubt_until = excluded.undo_doubt_until"
+    "doubt_until = excluded.doubt_until, undo_doubt_until = excluded.undo_doubt_until, "
+    "settle_attempt = excluded.settle_attempt"
 )
 UPSERT_APPROVAL = (
     f"INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES ({_marks(12)}) "

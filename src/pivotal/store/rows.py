@@ -50,6 +50,7 @@ def step_row(saga_id: str, r: StepRecord) -> tuple[Any, ...]:
         r.undo_next_attempt_at,
         r.doubt_until,
         r.undo_doubt_until,
+        r.settle_attempt,
     )
 
 
@@ -71,6 +72,7 @@ def step_from_row(row: Any) -> StepRecord:
         undo_next_attempt_at=row[14],
         doubt_until=row[15],
         undo_doubt_until=row[16],
+        settle_attempt=row[17],
     )
 
 

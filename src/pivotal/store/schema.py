@@ -224,10 +224,12 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     );
     """,
     # 10: until when an earlier attempt of each step's action (and of its undo) may still
-    # take effect: nothing settles the step as "no effect" before then.
+    # take effect: nothing settles the step as "no effect" before then; and the attempt
+    # that settled it forward before its undo.
     """
     ALTER TABLE steps ADD COLUMN doubt_until REAL;
     ALTER TABLE steps ADD COLUMN undo_doubt_until REAL;
+    ALTER TABLE steps ADD COLUMN settle_attempt INTEGER;
     """,
 )
 

@@ -98,7 +98,7 @@ async def create_as_version_1(
             Stmt(q.INSERT_PROVENANCE, (state.provenance_ref, plan.provenance.model_dump_json())),
             saga,
             Stmt(  # the steps table of version 1: its first 15 columns
-                f"INSERT INTO steps ({q.STEP_COLUMNS.rsplit(', doubt_until', 1)[0]}) "
+                f"INSERT INTO steps ({q.STEP_COLUMNS.split(', doubt_until', 1)[0]}) "
                 f"VALUES ({', '.join('?' * 15)})",
                 [rows.step_row(state.saga_id, r)[:15] for r in state.steps],
                 many=True,

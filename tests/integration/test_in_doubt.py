@@ -1,0 +1,337 @@
+"""An attempt that may still take effect stays in doubt until it provably cannot: a paused
+process, a call that lands after its timeout, a lookup that lags, a resumed pivot in doubt,
+a call that never returns, a worker that is stopped while one is in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from pivotal import (
+    Catalogue,
+    EventType,
+    FakeClock,
+    LeaseLost,
+    Orchestrator,
+    Permanent,
+    RetryPolicy,
+    SagaStatus,
+    StepContext,
+    StepStatus,
+    parse_plan,
+)
+from pivotal.plan import Plan
+from pivotal.store import Store
+from pivotal.worker import Sweeper, Worker, WorkerConfig
+
+ONCE = RetryPolicy(max_attempts=1)
+QUICK = RetryPolicy(max_attempts=3, base_delay=0.01)
+
+
+class Item(BaseModel):
+    n: int = 0
+
+
+class Provider:
+    """Applies each key once (a repeated key returns the first reply), keeps what is in
+    place, and can hold a call back: ``hold(key)`` makes the next call of that key wait
+    until ``release(key)``, then land."""
+
+    def __init__(self, clock: FakeClock | None = None, lag: float = 0.0) -> None:
+        self.effects: dict[str, float] = {}  # key -> when it took effect
+        self.undone: set[str] = set()
+        self.calls: list[tuple[str, str]] = []  # (key, caller)
+        self.clock, self.lag = clock, lag
+        self._held: dict[str, asyncio.Event] = {}
+
+    def hold(self, key: str) -> None:
+        self._held[key] = asyncio.Event()
+
+    def release(self, key: str) -> None:
+        self._held.pop(key).set()
+
+    async def apply(self, key: str, caller: str = "") -> dict[str, Any]:
+        self.calls.append((key, caller))
+        gate = self._held.get(key)
+        if gate is not None:
+            await asyncio.shield(gate.wait())  # the request is out: cancelling us won't stop it
+        self.effects.setdefault(key, self.clock.now() if self.clock else 0.0)
+        return {"id": f"fx-{key}"}
+
+    def find(self, key: str) -> dict[str, Any] | None:
+        """What was done with ``key``, as a lookup that lags ``lag`` seconds sees it."""
+        at = self.effects.get(key)
+        if at is None or (self.clock is not None and self.clock.now() < at + self.lag):
+            return None
+        return {"id": f"fx-{key}"}
+
+    def undo(self, key: str) -> str:
+        if key in self.effects and key not in self.undone:
+            self.undone.add(key)
+            return f"undid {key}"
+        return "nothing to undo"
+
+    def in_place(self, key: str) -> bool:
+        return key in self.effects and key not in self.undone
+
+
+def plan(*names: str) -> Plan:
+    return parse_plan(
+        {
+            "catalogue": "doubt",
+            "steps": [{"name": n, "args": {"n": i}} for i, n in enumerate(names)],
+        }
+    )
+
+
+def orch(store: Store, catalogue: Catalogue, clock: FakeClock, owner: str) -> Orchestrator:
+    return Orchestrator(store, catalogue, clock=clock, rng=random.Random(0), owner=owner)
+
+
+# -- a paused process --------------------------------------------------------------------
+
+
+class PausingStore:
+    """The ledger as process A sees it: right after A's intent for ``step`` is committed,
+    A is paused (a GC or VM freeze); meanwhile ``meanwhile()`` runs (another process takes
+    the saga over), then A resumes."""
+
+    def __init__(self, store: Store, step: int, meanwhile: Any) -> None:
+        self._store, self.step, self.meanwhile, self.paused = store, step, meanwhile, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def _after(self, events: Any) -> None:
+        started = [e for e in events if e.type is EventType.STEP_STARTED and e.step == self.step]
+        if started and not self.paused:
+            self.paused = True
+            await self.meanwhile()
+
+    async def commit(self, before: Any, after: Any, events: Any, epoch: int | None) -> None:
+        await self._store.commit(before, after, events, epoch)
+        await self._after(events)
+
+    async def create_leased(self, *args: Any) -> int | None:
+        found: int | None = await self._store.create_leased(*args)  # type: ignore[attr-defined]
+        await self._after(args[3])
+        return found
+
+
+async def test_a_paused_process_never_calls_after_another_took_its_saga(
+    store: Store, clock: FakeClock
+) -> None:
+    provider = Provider(clock)
+    catalogue = Catalogue("doubt")
+
+    async def refund(args: Item, result: Any, ctx: StepContext) -> str:
+        return provider.undo(ctx.action_key)
+
+    @catalogue.compensable(undo=refund, retry=ONCE)
+    async def charge(args: Item, ctx: StepContext) -> dict[str, Any]:
+        return await provider.apply(ctx.key, ctx.step)
+
+    @catalogue.pivot(retry=ONCE)
+    async def refuse(args: Item, ctx: StepContext) -> None:
+        raise Permanent("declined")
+
+    other = orch(store, catalogue, clock, "process-b")
+
+    async def takeover() -> None:
+        clock.advance(other.lease_ttl + 1)  # A's lease runs out while it is paused
+        assert (await Sweeper(other).sweep()).leases_recovered == ["s"]
+        state = await other.run("s")  # B waits the charge's doubt out, settles, compensates
+        assert state.status is SagaStatus.COMPENSATED, state
+
+    a = orch(PausingStore(store, 0, takeover), catalogue, clock, "process-a")  # type: ignore[arg-type]
+    with pytest.raises(LeaseLost):
+        await a.execute(plan("charge", "refuse"), saga_id="s")
+
+    # A's call never went out; B waited until it could no longer land, settled it by
+    # repeating it with its key (the provider applies a key once), and undid that
+    assert provider.calls == [("s:0", "charge")]
+    assert not provider.in_place("s:0")
+    events = await store.events("s")
+    by = [e.data.get("by") for e in events if e.type is EventType.STEP_STARTED and e.step == 0]
+    assert by == ["process-a", "process-b"]
+    state = (await other.get("s")).state
+    assert state.status is SagaStatus.COMPENSATED
+    assert await other.replayed("s") == state
+
+
+# -- a call that outlives its timeout ----------------------------------------------------
+
+
+async def test_a_call_that_lands_after_its_timeout_is_settled_then_undone(
+    store: Store, clock: FakeClock
+) -> None:
+    """The engine's timeout abandons a call that keeps going (an SDK in a thread): the
+    compensation waits until it can no longer land, repeats it with its key (so the late
+    arrival is the same effect) and undoes that; nothing is left in place."""
+    provider = Provider(clock)
+    catalogue = Catalogue("doubt", default_timeout=0.05, doubt_grace=10)
+
+    async def refund(args: Item, result: Any, ctx: StepContext) -> str:
+        return provider.undo(ctx.action_key)
+
+    @catalogue.compensable(undo=refund, retry=ONCE)
+    async def charge(args: Item, ctx: StepContext) -> dict[str, Any]:
+        return await provider.apply(ctx.key)
+
+    @catalogue.pivot(retry=ONCE)
+    async def refuse(args: Item, ctx: StepContext) -> None:
+        raise Permanent("declined")
+
+    provider.hold("s:0")  # the first call is slow: it is still out when its timeout fires
+    o = orch(store, catalogue, clock, "p")
+    state = await o.execute(plan("charge", "refuse"), saga_id="s")
+    assert state.status is SagaStatus.COMPENSATED
+    provider.release("s:0")  # ... and lands now, long after
+    await asyncio.sleep(0)
+
+    assert [k for k, _ in provider.calls] == ["s:0", "s:0"]  # the call, then its settlement
+    assert not provider.in_place("s:0"), "the late charge was left in place"
+    events = await store.events("s")
+    started = [e for e in events if e.type is EventType.STEP_STARTED and e.step == 0]
+    undo = next(e for e in events if e.type is EventType.UNDO_STARTED)
+    assert started[1].at >= started[0].data["deadline"]  # repeated only once it could not land
+    assert undo.at >= started[0].data["deadline"]
+
+
+# -- a lookup that lags ------------------------------------------------------------------
+
+
+async def test_a_lagging_lookup_s_not_found_is_asked_again_until_its_lag_has_passed(
+    store: Store, clock: FakeClock
+) -> None:
+    provider = Provider(clock, lag=5.0)
+    catalogue = Catalogue("doubt")
+
+    async def refund(args: Item, result: Any, ctx: StepContext) -> str:
+        return provider.undo(ctx.action_key)
+
+    async def find(args: Item, ctx: StepContext) -> dict[str, Any] | None:
+        return provider.find(ctx.key)
+
+    @catalogue.compensable(undo=refund, lookup=find, lookup_lag=5.0, retry=ONCE)
+    async def charge(args: Item, ctx: StepContext) -> dict[str, Any]:
+        await provider.apply(ctx.key)
+        raise RuntimeError("the client crashed reading the reply")
+
+    @catalogue.pivot(retry=ONCE)
+    async def refuse(args: Item, ctx: StepContext) -> None:
+        raise Permanent("declined")
+
+    state = await orch(store, catalogue, clock, "p").execute(plan("charge", "refuse"), saga_id="s")
+    assert state.status is SagaStatus.COMPENSATED
+    events = await store.events("s")
+    [done] = [e for e in events if e.type is EventType.STEP_SUCCEEDED and e.step == 0]
+    assert done.data["via"] == "lookup"  # found once the lookup caught up: not "no effect"
+    assert [e for e in events if e.type is EventType.STEP_FAILED and e.step == 0] == []
+    assert not provider.in_place("s:0")
+
+
+# -- resuming a pivot in doubt -----------------------------------------------------------
+
+
+def capture_catalogue(provider: Provider, *, lookup: bool) -> Catalogue:
+    catalogue = Catalogue("doubt")
+    state = {"calls": 0}
+
+    async def find(args: Item, ctx: StepContext) -> dict[str, Any] | None:
+        if state["calls"] < 2:
+            raise ConnectionError("the lookup is down")
+        return provider.find(ctx.key)
+
+    async def release(args: Item, result: Any, ctx: StepContext) -> str:
+        return provider.undo(ctx.action_key)
+
+    @catalogue.compensable(undo=release, retry=ONCE)
+    async def hold(args: Item, ctx: StepContext) -> dict[str, Any]:
+        return await provider.apply(ctx.key)
+
+    @catalogue.pivot(retry=ONCE, lookup=find if lookup else None)
+    async def capture(args: Item, ctx: StepContext) -> dict[str, Any]:
+        state["calls"] += 1
+        if state["calls"] == 1:
+            await provider.apply(ctx.key)
+            raise RuntimeError("the reply was lost")
+        if ctx.key in provider.effects:
+            raise Permanent("already captured")
+        return await provider.apply(ctx.key)
+
+    return catalogue
+
+
+@pytest.mark.parametrize("lookup", [True, False], ids=["with-lookup", "without-lookup"])
+async def test_a_resumed_pivot_in_doubt_is_never_compensated_while_it_may_have_landed(
+    store: Store, clock: FakeClock, lookup: bool
+) -> None:
+    provider = Provider(clock)
+    o = orch(store, capture_catalogue(provider, lookup=lookup), clock, "p")
+    parked = await o.execute(plan("hold", "capture"), saga_id="s")
+    assert parked.status is SagaStatus.NEEDS_HUMAN
+    assert parked.steps[1].status is StepStatus.UNKNOWN
+
+    state = await o.resume("s", "ops", "the payment provider is back", run=True)
+
+    # the provider refuses the repeat ("already captured"): that is no proof of no effect
+    assert state.status is not SagaStatus.COMPENSATED
+    assert provider.in_place("s:1")
+    assert provider.in_place("s:0")
+    if lookup:  # asked first, it finds the capture
+        assert state.status is SagaStatus.COMPLETED
+    else:
+        assert state.status is SagaStatus.NEEDS_HUMAN
+
+
+# -- a call that never returns -----------------------------------------------------------
+
+
+def stuck_catalogue(forever: asyncio.Event, timeout: float) -> Catalogue:
+    catalogue = Catalogue("doubt", default_timeout=timeout, doubt_grace=0.0)
+
+    async def nothing(args: Item, result: Any, ctx: StepContext) -> None:
+        return None
+
+    @catalogue.compensable(undo=nothing, retry=ONCE)
+    async def hang(args: Item, ctx: StepContext) -> None:
+        await forever.wait()  # no timeout of its own
+
+    return catalogue
+
+
+async def test_a_call_that_never_returns_is_abandoned_at_the_default_timeout(
+    store: Store, clock: FakeClock
+) -> None:
+    forever = asyncio.Event()
+    state = await orch(store, stuck_catalogue(forever, 0.05), clock, "p").execute(
+        plan("hang"), saga_id="s"
+    )
+    assert state.status is SagaStatus.COMPENSATED
+    assert state.steps[0].status is StepStatus.UNKNOWN
+    assert "abandoned" in (state.steps[0].error or "")
+
+
+async def test_stopping_a_worker_drains_within_its_bound(store: Store, clock: FakeClock) -> None:
+    forever = asyncio.Event()
+    o = orch(store, stuck_catalogue(forever, 3600), clock, "w")
+    await o.submit(plan("hang"), saga_id="s")
+    worker = Worker(o, WorkerConfig(poll_interval=0.01, drain_timeout=0.05, sweep_interval=3600))
+    running = asyncio.create_task(worker.run())
+    for _ in range(3000):  # until the call is in flight
+        if (await o.get("s")).state.steps[0].status is StepStatus.STARTED:
+            break
+        await asyncio.sleep(0.01)
+    worker.stop()
+    stats = await asyncio.wait_for(running, 30)  # bounded: the call would never return
+    assert stats.abandoned == 1
+    # the attempt stays in doubt until its deadline: the next worker settles it
+    step = (await o.get("s")).state.steps[0]
+    assert step.status is StepStatus.STARTED
+    assert step.doubt_until is not None
+    assert step.doubt_until >= clock.now() + 3600
