@@ -372,9 +372,11 @@ class SagaRun:
             traceparent=self.state.traceparent,
         )
 
-    def _hook(self, point: Point, index: int) -> None:
+    async def _hook(self, point: Point, index: int) -> None:
         if self.options.hook is not None:
-            self.options.hook(point, index)
+            paused = self.options.hook(point, index)
+            if paused is not None:  # a hook that pauses the process for a while
+                await paused
 
     async def _wait_until(self, when: float | None) -> None:
         if when is None or when <= self.clock.now():
@@ -461,7 +463,7 @@ class SagaRun:
             if not await self._gate(unit[0]):
                 if self.state.status is SagaStatus.AWAITING_APPROVAL:
                     await self.flush()
-                    self._hook(Point.AWAITING_APPROVAL, unit[0])
+                    await self._hook(Point.AWAITING_APPROVAL, unit[0])
                     return self.state
                 continue
             if len(unit) == 1:
@@ -686,7 +688,7 @@ class SagaRun:
             ctx = self.context(index, attempt)
             if self.options.pause_before(index):
                 raise Suspended(f"paused before step {index}")
-            self._hook(Point.BEFORE_INTENT, index)
+            await self._hook(Point.BEFORE_INTENT, index)
             limit = self._limit(step)
             await self._fence()
             await self.emit(
@@ -699,7 +701,7 @@ class SagaRun:
                     deadline=self.clock.now() + limit + self.catalogue.doubt_grace,
                 )
             )
-            self._hook(Point.AFTER_INTENT, index)
+            await self._hook(Point.AFTER_INTENT, index)
             await self._fence()
             call = self._call(ctx)
             abandoned = False
@@ -716,7 +718,7 @@ class SagaRun:
                 else:
                     call.outcome = "succeeded"
             if call.outcome == "succeeded":
-                self._hook(Point.AFTER_EFFECT, index)
+                await self._hook(Point.AFTER_EFFECT, index)
                 await self._succeed(index, jsonable(result), messages=ctx.outbox)
                 return
             # an abandoned call may still land until its deadline; one that returned cannot
@@ -919,7 +921,7 @@ class SagaRun:
         attempt = self.state.steps[index].attempts + 1
         before = self.state.steps[index].doubt_until
         ctx = self.context(index, attempt)
-        self._hook(Point.BEFORE_INTENT, index)
+        await self._hook(Point.BEFORE_INTENT, index)
         limit = self._limit(step)
         await self._fence()
         await self.emit(
@@ -933,7 +935,7 @@ class SagaRun:
                 settle=True,
             )
         )
-        self._hook(Point.AFTER_INTENT, index)
+        await self._hook(Point.AFTER_INTENT, index)
         await self._fence()
         call = self._call(ctx)
         with self.telemetry.call(call):
@@ -952,7 +954,7 @@ class SagaRun:
                 )
                 return True
             call.outcome = "succeeded"
-        self._hook(Point.AFTER_EFFECT, index)
+        await self._hook(Point.AFTER_EFFECT, index)
         await self._succeed(index, jsonable(result), via="settle", messages=ctx.outbox)
         return True
 
@@ -1021,7 +1023,7 @@ class SagaRun:
         if isinstance(args, str):
             return Outcome.PERMANENT, args, False  # nothing can be called: a person must look
         ctx = self.context(index, attempt, undo=True)
-        self._hook(Point.BEFORE_UNDO_INTENT, index)
+        await self._hook(Point.BEFORE_UNDO_INTENT, index)
         limit = self._limit(step)
         await self._fence()
         await self.emit(
@@ -1034,7 +1036,7 @@ class SagaRun:
                 deadline=self.clock.now() + limit + self.catalogue.doubt_grace,
             )
         )
-        self._hook(Point.AFTER_UNDO_INTENT, index)
+        await self._hook(Point.AFTER_UNDO_INTENT, index)
         await self._fence()
         call = self._call(ctx, undo=True)
         with self.telemetry.call(call):
@@ -1048,7 +1050,7 @@ class SagaRun:
                 call.outcome = _outcome_name(exc, outcome)
                 return outcome, describe(exc), isinstance(exc, Abandoned)
             call.outcome = "succeeded"
-        self._hook(Point.AFTER_UNDO_EFFECT, index)
+        await self._hook(Point.AFTER_UNDO_EFFECT, index)
         extra: dict[str, Any] = {} if note is None else {"note": _note(note)}
         if isinstance(note, NothingToUndo):
             extra["noop"] = True

@@ -99,6 +99,14 @@ class SagaNotParked(PivotalError):
     code = "saga_not_parked"
 
 
+class SagaUnserved(PivotalError):
+    """This process cannot run the saga: its catalogue lacks a step the saga uses, gives
+    one another kind, or is not there at all (an older build, during a rolling deploy).
+    Nothing ran; the saga waits for a process that serves it."""
+
+    code = "saga_unserved"
+
+
 class ApprovalError(PivotalError):
     """The saga is not waiting for an approval decision."""
 

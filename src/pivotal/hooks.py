@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from enum import StrEnum
 
 
@@ -22,5 +22,6 @@ class Point(StrEnum):
         return self in (Point.BEFORE_UNDO_INTENT, Point.AFTER_UNDO_INTENT, Point.AFTER_UNDO_EFFECT)
 
 
-Hook = Callable[[Point, int], None]
-"""Called with the point and the step index; raising stops the saga right there."""
+Hook = Callable[[Point, int], "Awaitable[None] | None"]
+"""Called with the point and the step index; raising stops the saga right there, and an
+awaitable it returns is awaited there (the process is paused while it runs)."""

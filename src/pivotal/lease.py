@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pivotal.clock import Clock
+from pivotal.clock import Clock, synced
 from pivotal.errors import LeaseLost, PivotalError, SagaNotFound
 from pivotal.store.base import Store
 
@@ -201,6 +201,7 @@ class LeaseKeeper:
 
     async def beat(self) -> None:
         """Renew every held lease; the ones found taken over are lost."""
+        await synced(self.clock)
         by_ttl: dict[float, dict[str, int]] = defaultdict(dict)
         for lease in list(self._held.values()):
             by_ttl[lease.ttl][lease.saga_id] = lease.epoch

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from pivotal.app import App
 from pivotal.catalogue import Catalogue, StepKind
-from pivotal.clock import Clock, SystemClock
+from pivotal.clock import Clock, LedgerClock, SystemClock, synced
 from pivotal.engine import AlreadyCreated, Creation, RunOptions, SagaRun, point_of_no_return
 from pivotal.errors import (
     ApprovalError,
@@ -24,12 +24,14 @@ from pivotal.errors import (
     SagaConflict,
     SagaNotFound,
     SagaNotParked,
+    SagaUnserved,
     VersionConflict,
 )
 from pivotal.hooks import Hook
 from pivotal.identity import identity_of
 from pivotal.lease import Lease, LeaseKeeper
 from pivotal.plan import FlatCall, Plan
+from pivotal.serving import catalogue_digest, unserved
 from pivotal.state import (
     ApprovalStatus,
     Event,
@@ -90,6 +92,7 @@ class Orchestrator:
         poison_after: int = 5,
         telemetry: Telemetry | Sequence[Telemetry] = (),
         max_active: int | None = 1000,
+        ledger_clock: bool = True,
     ) -> None:
         if max_active is not None and (
             isinstance(max_active, bool) or not isinstance(max_active, int) or max_active < 1
@@ -97,7 +100,11 @@ class Orchestrator:
             raise InvalidInput(f"max_active must be a whole number >= 1 or None: {max_active!r}")
         self.store = store
         self.app = app if isinstance(app, App) else App([app], name=app.name)
-        self.clock = clock or SystemClock()
+        base = clock or SystemClock()
+        # wall-clock time is the ledger's, read through this process's clock (a fake clock
+        # given by a test is its own time)
+        use_ledger = ledger_clock and isinstance(base, SystemClock)
+        self.clock: Clock = LedgerClock(base, store) if use_ledger else base
         self.rng = rng or random.Random()
         self.owner = owner or f"orchestrator-{uuid.uuid4().hex[:8]}"
         self.lease_ttl = lease_ttl
@@ -117,6 +124,7 @@ class Orchestrator:
         Idempotent on ``saga_id``: the same id and plan returns the existing saga; the same
         id with another plan raises ``SagaConflict``.
         """
+        await synced(self.clock)  # times below are the ledger's
         _check_id(saga_id)
         existing = await self.store.load(saga_id) if saga_id is not None else None
         if existing is None:
@@ -142,6 +150,7 @@ class Orchestrator:
         way: an existing saga with the same plan is returned as it is, aborted or not (the
         caller aborts it then, if it still can); another plan raises ``SagaConflict``.
         """
+        await synced(self.clock)  # times below are the ledger's
         if not by.strip() or not reason.strip():
             raise InvalidInput("aborting a saga needs who aborted it and why")
         _check_id(saga_id)
@@ -185,6 +194,9 @@ class Orchestrator:
                 "saga_id": saga_id,
                 "catalogue": plan.catalogue,
                 "plan_digest": plan.digest(),
+                # the build of the catalogue it was planned against (for display; what
+                # decides whether a process can run it is ``steps``: ``serving.unserved``)
+                "catalogue_digest": catalogue_digest(catalogue),
                 "provenance_ref": plan.provenance.ref(),
                 "rationale": plan.rationale,
                 **_trace(self.telemetry.traceparent()),
@@ -212,6 +224,7 @@ class Orchestrator:
     async def _admit(self, work: Callable[[], Awaitable[SagaState]]) -> SagaState:
         """Run ``work`` once fewer than ``max_active`` passes of ``execute``/``run`` are
         under way; a call from inside one of them (a step that starts a saga) goes at once."""
+        await synced(self.clock)
         gate = self._active
         if gate is None or _admitted.get():
             return await work()
@@ -229,9 +242,16 @@ class Orchestrator:
         return await self._admit(functools.partial(self._run, saga_id, options))
 
     async def _run(self, saga_id: str, options: RunOptions | None) -> SagaState:
+        refused: SagaUnserved | None = None
         async with self.lease(saga_id) as lease:
             work = self.drive(saga_id, lease.epoch, self._releasing(lease, options))
-            return await self.leases.guard(lease, work)
+            try:
+                return await self.leases.guard(lease, work)
+            except SagaUnserved as exc:
+                await self.refuse(lease, exc)  # given back uncounted: not released again
+                refused = exc
+        assert refused is not None
+        raise refused
 
     async def drive(
         self,
@@ -246,8 +266,16 @@ class Orchestrator:
 
         A saga whose last ``poison_after`` passes all ended without progress (each crashed
         or failed before recording anything) is parked ``needs_human`` instead.
+
+        A saga this process cannot serve (its app lacks the saga's catalogue, or a step the
+        saga uses, or has one of another kind: an older build in a rolling deploy) raises
+        ``SagaUnserved`` before anything runs or is written; the caller gives the lease back
+        with ``refuse``, which does not count the pass, so it never makes the saga poison.
         """
         stored = stored or await self.get(saga_id)
+        refusal = self._refusal(stored.state)
+        if refusal is not None:
+            raise refusal
         run = self._pass(stored, epoch, options)
         status = stored.state.status
         if stored.idle_passes > self.poison_after and status in _RUNNABLE:
@@ -257,6 +285,25 @@ class Orchestrator:
                 f"{why}. Fix the cause, then resume the saga"
             )
         return await run.drive()
+
+    def _refusal(self, state: SagaState) -> SagaUnserved | None:
+        """Why this process cannot run the saga (``serving.unserved``, told to the
+        observers), or None when it can."""
+        why = unserved(self.app.catalogues.get(state.catalogue), state)
+        if why is None:
+            return None
+        reason = f"worker {self.owner} cannot serve it: {why}"
+        self.telemetry.unserved(state, self.owner, reason)
+        return SagaUnserved(reason)
+
+    async def refuse(self, lease: Lease, refusal: SagaUnserved) -> None:
+        """Give back the lease of a saga this process cannot serve, nothing run: the claim
+        is not counted as a pass without progress, and ``refusal`` is kept as the saga's
+        last error (for ``pivotal sagas show``). The keeper does not release it again."""
+        self.leases.freed(lease)
+        if lease.lost or not lease.in_ledger:
+            return
+        await self.store.release(lease.saga_id, lease.epoch, str(refusal), counted=False)
 
     def _releasing(self, lease: Lease, options: RunOptions | None) -> RunOptions:
         """``options`` for the one pass run under ``lease``: the commit that ends it (the
@@ -370,9 +417,13 @@ class Orchestrator:
 
     async def retry_dead_letter(self, dead_letter_id: int) -> bool:
         """Run a parked undo again with its undo key; True when it is now settled."""
+        await synced(self.clock)  # times below are the ledger's
         letter = await self._dead_letter(dead_letter_id)
         if letter.status != "open":
             return True
+        refusal = self._refusal((await self.get(letter.saga_id)).state)
+        if refusal is not None:  # asked before the lease: nothing counted
+            raise refusal
         async with self.lease(letter.saga_id) as lease:
             run = self._pass(await self.get(letter.saga_id), lease.epoch)
             return await self.leases.guard(
@@ -381,6 +432,7 @@ class Orchestrator:
 
     async def resolve_dead_letter(self, dead_letter_id: int, by: str, reason: str) -> None:
         """Record that a person settled a parked undo by hand, and why."""
+        await synced(self.clock)  # times below are the ledger's
         if not by.strip() or not reason.strip():
             raise InvalidInput("resolving a dead letter needs who resolved it and why")
         letter = await self._dead_letter(dead_letter_id)
@@ -409,6 +461,7 @@ class Orchestrator:
         version the approver was shown) the decision is refused with ``VersionConflict`` if
         the saga changed since.
         """
+        await synced(self.clock)  # times below are the ledger's
         return await self._decide(saga_id, approver, note, approve=True, run=run, version=version)
 
     async def reject(
@@ -421,6 +474,7 @@ class Orchestrator:
         version: int | None = None,
     ) -> SagaState:
         """Refuse the pending approval: the saga compensates (``version`` as for approve)."""
+        await synced(self.clock)  # times below are the ledger's
         return await self._decide(saga_id, approver, note, approve=False, run=run, version=version)
 
     async def _decide(
@@ -489,7 +543,7 @@ class Orchestrator:
             return saga_run.state
         try:
             return await self.run(saga_id)
-        except LeaseLost:  # a worker picked it up first (it was notified): it goes on there
+        except (LeaseLost, SagaUnserved):  # a worker that serves it goes on (it was notified)
             return saga_run.state
 
     # -- abort before the point of no return --------------------------------------------
@@ -501,6 +555,7 @@ class Orchestrator:
         (or the pass that holds its lease) does. Refused with ``InvalidInput`` otherwise: a
         saga awaiting approval is rejected instead, and past the point of no return nothing
         is undone. The write is fenced by version: a pass running meanwhile reloads."""
+        await synced(self.clock)  # times below are the ledger's
         if not by.strip() or not reason.strip():
             raise InvalidInput("aborting a saga needs who aborted it and why")
         stored = await self.get(saga_id)
@@ -533,6 +588,7 @@ class Orchestrator:
         the point of no return are tried again with a fresh retry budget; a poison saga goes
         back to what it was doing. With ``run`` it goes on in this process, else a worker
         picks it up."""
+        await synced(self.clock)  # times below are the ledger's
         stored = await self._parked(saga_id, by, reason)
         events = await self.store.events(saga_id)
         last = max(n for n, e in enumerate(events) if e.type is EventType.SAGA_NEEDS_HUMAN)
@@ -565,6 +621,7 @@ class Orchestrator:
     async def resolve(self, saga_id: str, by: str, reason: str) -> SagaState:
         """A person settled a ``needs_human`` saga outside Pivotal: it ends ``resolved``,
         with who and why in its event log."""
+        await synced(self.clock)  # times below are the ledger's
         stored = await self._parked(saga_id, by, reason)
         saga_run = self._pass(stored, None)
         await saga_run.emit(

@@ -120,14 +120,26 @@ def steps_table(state: SagaState) -> Table:
 
 
 def saga_view(
-    state: SagaState, events: Sequence[Event], provenance: Provenance | None, rationale: str
+    state: SagaState,
+    events: Sequence[Event],
+    provenance: Provenance | None,
+    rationale: str,
+    *,
+    last_error: str | None = None,
 ) -> Group:
+    """A saga as an operator reads it; ``last_error``: why its last pass ended without
+    progress, or why a worker gave it back unrun (it cannot serve it), as the ledger keeps
+    it until the saga moves on."""
     head = Table.grid(padding=(0, 2))
     head.add_row("saga", Text(state.saga_id, style="bold"))
-    head.add_row("catalogue", Text(state.catalogue))
+    digest = catalogue_digest_of(events)
+    planned = f" (planned against digest {digest})" if digest else ""
+    head.add_row("catalogue", Text(state.catalogue + planned))
     head.add_row("status", status_text(state.status))
     if state.reason:
         head.add_row("reason", Text(state.reason))
+    if last_error:
+        head.add_row("last error", Text(last_error))
     head.add_row("created", when(state.created_at))
     if provenance is not None:
         fields = provenance.model_dump(exclude_none=True, mode="json")
@@ -143,6 +155,15 @@ def saga_view(
         steps_table(state),
         Panel(timeline(state, events), title="events", title_align="left", expand=False),
     )
+
+
+def catalogue_digest_of(events: Sequence[Event]) -> str | None:
+    """The digest of the catalogue the saga was planned against, as its submission
+    recorded it (None for a saga submitted before digests were recorded)."""
+    if not events or events[0].type is not EventType.SAGA_SUBMITTED:
+        return None
+    digest = events[0].data.get("catalogue_digest")
+    return str(digest) if digest else None
 
 
 def sagas_table(sagas: Iterable[SagaSummary]) -> Table:

@@ -56,6 +56,10 @@ class Telemetry:
     def lease_lost(self, saga_id: str, owner: str) -> None:
         """``owner`` lost the lease of ``saga_id`` (another holder took it over)."""
 
+    def unserved(self, state: SagaState, owner: str, reason: str) -> None:
+        """``owner`` gave the saga back without running anything: it cannot serve it
+        (``reason``: a step its catalogue lacks, or has of another kind; a rolling deploy)."""
+
     def traceparent(self) -> str | None:
         """The current trace context, recorded with a saga submitted now."""
         return None
@@ -109,6 +113,13 @@ class Observers(Telemetry):
                 o.lease_lost(saga_id, owner)
             except Exception:
                 log.exception("observer %s failed on a lost lease", o)
+
+    def unserved(self, state: SagaState, owner: str, reason: str) -> None:
+        for o in self.observers:
+            try:
+                o.unserved(state, owner, reason)
+            except Exception:
+                log.exception("observer %s failed on a refused saga %s", o, state.saga_id)
 
     def traceparent(self) -> str | None:
         for o in self.observers:

@@ -11,8 +11,9 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from pivotal.clock import synced
 from pivotal.engine import RunOptions
-from pivotal.errors import LeaseLost, PivotalError
+from pivotal.errors import LeaseLost, PivotalError, SagaUnserved
 from pivotal.hooks import Hook
 from pivotal.lease import Lease
 from pivotal.observability.logs import saga_fields
@@ -23,6 +24,7 @@ log = logging.getLogger("pivotal.worker")
 T = TypeVar("T")
 
 ACTIVE = (SagaStatus.SUBMITTED, SagaStatus.RUNNING, SagaStatus.COMPENSATING)
+_ACTIVE_PAGE = 100  # sagas of each active status read to tell whether any is this worker's
 
 
 @dataclass(frozen=True)
@@ -36,12 +38,19 @@ class WorkerConfig:
     # the passes still running are cancelled (their calls abandoned, in doubt until their
     # deadlines: the next worker settles them)
     drain_timeout: float = 30.0
+    # a saga this worker cannot serve (its catalogue lacks a step the saga uses: an older
+    # build in a rolling deploy) is given back and not claimed again by this worker for
+    # this many seconds, doubling at each refusal up to ``unserved_backoff_max``
+    unserved_backoff: float = 10.0
+    unserved_backoff_max: float = 600.0
 
     def __post_init__(self) -> None:
         if self.concurrency < 1 or self.lease_ttl <= 0 or self.poll_interval <= 0:
             raise ValueError("concurrency, lease_ttl and poll_interval must be positive")
         if self.drain_timeout < 0:
             raise ValueError("drain_timeout must be 0 or more")
+        if not 0 < self.unserved_backoff <= self.unserved_backoff_max:
+            raise ValueError("unserved_backoff must be positive and at most its maximum")
 
 
 @dataclass
@@ -67,6 +76,7 @@ class WorkerStats:
     leases_lost: int = 0
     errors: int = 0
     abandoned: int = 0  # passes cancelled when stopping took longer than drain_timeout
+    unserved: int = 0  # sagas given back unrun: this worker cannot serve them
     swept: Counter[str] = field(default_factory=Counter)  # what the sweeps did, in totals
 
 
@@ -80,12 +90,15 @@ class Sweeper:
         """One pass. One saga or dead letter that fails is logged and skipped: the rest of
         the pass goes on."""
         orch, report = self.orchestrator, SweepReport()
+        await synced(orch.clock)
         now = orch.clock.now()
         report.leases_recovered = await orch.store.expire_leases(now)
         for pending in await orch.store.pending_approvals():
             a = pending.approval
             if a.status is not ApprovalStatus.PENDING or a.expires_at > now:
                 continue
+            if pending.catalogue not in orch.app.catalogues:
+                continue  # a worker that serves it expires it
             expired = await self._contained(orch.run(pending.saga_id), pending.saga_id)
             if expired is not None:
                 report.approvals_expired.append(pending.saga_id)
@@ -107,6 +120,8 @@ class Sweeper:
             return await work
         except LeaseLost:  # another process holds it and will see to it
             return None
+        except SagaUnserved as exc:  # a worker of the newer build will see to it
+            log.info("sweep: saga %s skipped: %s", saga_id, exc)
         except PivotalError as exc:
             log.warning("sweep: saga %s skipped: %s", saga_id, exc)
         except Exception:
@@ -130,6 +145,9 @@ class Worker:
         self.stats = WorkerStats()
         self._tasks: set[asyncio.Task[None]] = set()
         self._running: dict[str, asyncio.Task[None]] = {}  # the latest pass of each saga
+        # sagas this worker found it cannot serve: saga id -> (not claimed again before
+        # this time, refusals in a row)
+        self._unserved: dict[str, tuple[float, int]] = {}
         self._stopping = asyncio.Event()
         self.sweeper = Sweeper(orchestrator)
 
@@ -229,22 +247,57 @@ class Worker:
             await asyncio.sleep(seconds)
 
     async def _active(self) -> bool:
+        """Whether a saga this worker may run is still going (waiting for a retry, say):
+        one of the catalogues it serves, and not one it found it cannot serve. When a page
+        of sagas holds none of those but is full, there may be one further on: active."""
+        served = self.orchestrator.app.catalogues
+        skipped = set(self._skipped(self.orchestrator.clock.now()))
+        page = _ACTIVE_PAGE + len(skipped)
         try:
             for status in ACTIVE:
-                if await self.orchestrator.store.list_sagas(status, limit=1):
+                found = await self.orchestrator.store.list_sagas(status, limit=page)
+                if len(found) >= page or any(
+                    s.catalogue in served and s.saga_id not in skipped for s in found
+                ):
                     return True
         except PivotalError:
             return True
         return False
+
+    def _skipped(self, now: float) -> list[str]:
+        """The sagas this worker does not claim now (it cannot serve them, and their
+        backoff runs), the latest to end first; forgets the ones long past theirs."""
+        forget = self.config.unserved_backoff_max
+        for saga_id, (until, _) in list(self._unserved.items()):
+            if until + forget < now:
+                del self._unserved[saga_id]
+        waiting = [(until, s) for s, (until, _) in self._unserved.items() if until > now]
+        return [s for _, s in sorted(waiting, reverse=True)]
+
+    def _back_off(self, saga_id: str, now: float) -> float:
+        """Skip ``saga_id`` for a while (longer at each refusal in a row); until when."""
+        cfg = self.config
+        _, refusals = self._unserved.get(saga_id, (now, 0))
+        wait = min(cfg.unserved_backoff * 2.0 ** min(refusals, 60), cfg.unserved_backoff_max)
+        self._unserved[saga_id] = (now + wait, refusals + 1)
+        return now + wait
 
     async def _claim(self) -> int:
         free = self.config.concurrency - len(self._tasks)
         if free <= 0:
             return 0
         orch = self.orchestrator
+        await synced(orch.clock)
         now = orch.clock.now()
         try:
-            claims = await orch.store.claim_next(self.owner, self.config.lease_ttl, now, free)
+            claims = await orch.store.claim_next(
+                self.owner,
+                self.config.lease_ttl,
+                now,
+                free,
+                catalogues=list(orch.app.catalogues),  # only sagas of what its app serves
+                skip=self._skipped(now),
+            )
         except PivotalError as exc:  # the ledger is unreachable: try again next round
             log.warning("%s: claiming failed: %s", self.owner, exc)
             return 0
@@ -294,6 +347,9 @@ class Worker:
             )
             orch.leases.forget(lease)
             return
+        except SagaUnserved as exc:  # nothing ran: given back, uncounted, for a newer build
+            await self._refuse(lease, exc)
+            return
         except PivotalError as exc:  # e.g. the ledger unreachable: a later pass goes on
             self.stats.errors += 1
             error = f"{exc.code}: {exc}"
@@ -310,6 +366,22 @@ class Worker:
             await orch.leases.release(lease, error)
         except PivotalError as exc:  # the lease runs out by itself
             log.warning("%s: releasing saga %s failed: %s", self.owner, saga_id, exc)
+
+    async def _refuse(self, lease: Lease, refusal: SagaUnserved) -> None:
+        orch, saga_id = self.orchestrator, lease.saga_id
+        self.stats.unserved += 1
+        until = self._back_off(saga_id, orch.clock.now())  # before the release: no re-claim
+        log.warning(
+            "%s: saga %s given back unrun, not claimed here again for %gs: %s",
+            self.owner,
+            saga_id,
+            until - orch.clock.now(),
+            refusal,
+        )
+        try:
+            await orch.refuse(lease, refusal)
+        except PivotalError as exc:  # the lease runs out by itself
+            log.warning("%s: giving back saga %s failed: %s", self.owner, saga_id, exc)
 
     async def _sweep(self) -> None:
         try:

@@ -1,9 +1,12 @@
-"""Every crash site of every commerce scenario, and random crash-and-fault schedules."""
+"""Every crash site of every commerce scenario, every pause site and stalled call, and random
+schedules mixing crashes, provider faults, failing commits, takeovers, pauses, stalls that
+land late or never, and clocks that disagree."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -31,6 +34,8 @@ from pivotal.testing import (
     run_in_process,
     trace,
 )
+from pivotal.testing.inflight import Stall
+from pivotal.testing.pause import PauseAt
 from pivotal.testing.plugin import _REPORT
 
 Forget = Callable[[str], Awaitable[None]]
@@ -100,6 +105,16 @@ def _with_faults(
 
 fault = st.one_of(st.none(), st.sampled_from(list(Fault)))
 store_fault = st.builds(CommitFault, st.integers(1, 14), st.sampled_from(list(StoreFault)))
+LEASE = 30.0
+stall = st.builds(
+    Stall,
+    index=st.integers(0, 4),
+    occurrence=st.integers(1, 2),
+    undo=st.booleans(),
+    lands=st.booleans(),
+)
+# each process's clock off by up to three leases, either way
+offsets = st.lists(st.floats(-3 * LEASE, 3 * LEASE, allow_nan=False), max_size=3)
 takeover = st.builds(
     Takeover,
     index=st.integers(0, 4),
@@ -148,8 +163,22 @@ def random_schedules(examples: int) -> Callable[[Callable[..., None]], Callable[
         seed=st.integers(0, 10_000),
         commits=st.lists(store_fault, max_size=2),
         interloper=st.one_of(st.none(), takeover),
+        stalls=st.lists(stall, max_size=1),
+        pause=st.one_of(
+            st.none(),
+            st.builds(
+                CrashSite, st.sampled_from(list(Point)), st.integers(0, 4), st.integers(1, 2)
+            ),
+        ),
+        skews=offsets,
     )
     return lambda test: decorate(draw(test))
+
+
+def examples(default: int) -> int:
+    """How many random schedules to draw: ``default``, times PIVOTAL_CHAOS_SCALE (the slow
+    lane sets it)."""
+    return default * int(os.environ.get("PIVOTAL_CHAOS_SCALE", "1"))
 
 
 def run_schedule(
@@ -161,6 +190,9 @@ def run_schedule(
     ledger: LedgerFactory = memory_ledger,
     commits: list[CommitFault] | None = None,
     interloper: Takeover | None = None,
+    stalls: list[Stall] | None = None,
+    pause: CrashSite | None = None,
+    skews: list[float] | None = None,
 ) -> RunResult:
     scenario, crashes = schedule
     report = request.config.stash[_REPORT]
@@ -175,6 +207,9 @@ def run_schedule(
             seed=seed,
             ledger=ledger,
             interludes=[interloper] if interloper else [],
+            stalls=stalls or [],
+            pause=PauseAt(pause) if pause is not None else None,
+            offsets=skews or [],
         )
     )
     report.add(mode, result)
@@ -184,27 +219,44 @@ def run_schedule(
     return result
 
 
-@pytest.mark.timeout(600)
-@random_schedules(5000)
+@pytest.mark.timeout(1800)
+@random_schedules(examples(5000))
 def test_random_crash_and_fault_schedules(
     schedule: Schedule,
     extra: Extra,
     seed: int,
     commits: list[CommitFault],
     interloper: Takeover | None,
+    stalls: list[Stall],
+    pause: CrashSite | None,
+    skews: list[float],
     request: pytest.FixtureRequest,
 ) -> None:
-    run_schedule(schedule, extra, seed, request, "random", commits=commits, interloper=interloper)
+    run_schedule(
+        schedule,
+        extra,
+        seed,
+        request,
+        "random",
+        commits=commits,
+        interloper=interloper,
+        stalls=stalls,
+        pause=pause,
+        skews=skews,
+    )
 
 
-@pytest.mark.timeout(600)
-@random_schedules(500)
+@pytest.mark.timeout(1800)
+@random_schedules(examples(500))
 def test_random_crash_and_fault_schedules_on_postgres(
     schedule: Schedule,
     extra: Extra,
     seed: int,
     commits: list[CommitFault],
     interloper: Takeover | None,
+    stalls: list[Stall],
+    pause: CrashSite | None,
+    skews: list[float],
     request: pytest.FixtureRequest,
     postgres_url: str,
     forget_saga: Forget,
@@ -218,7 +270,46 @@ def test_random_crash_and_fault_schedules_on_postgres(
         emptied(postgres_url, forget_saga),
         commits=commits,
         interloper=interloper,
+        stalls=stalls,
+        pause=pause,
+        skews=skews,
     )
+
+
+async def test_a_pause_at_every_site_of_every_scenario(request: pytest.FixtureRequest) -> None:
+    """The first process is paused past its lease at each site it reaches (a GC or VM
+    freeze, SIGSTOP) while another takes the saga over: when it resumes it neither writes
+    nor calls anything, and nothing is lost or doubled."""
+    report = request.config.stash[_REPORT]
+    runs = 0
+    for scenario in SCENARIOS:
+        for site in await trace(CommerceWorld.create, scenario):
+            pause = PauseAt(site)
+            result = await run_in_process(CommerceWorld.create, scenario, pause=pause)
+            report.add("pause", result)
+            Chaos.assert_clean([result])
+            assert pause.fired, f"{scenario.name}: {site} was not reached again"
+            runs += 1
+    assert runs >= 150
+
+
+async def test_a_stalled_call_at_every_step_of_every_scenario(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Each action and undo in turn never returns (abandoned at its timeout), or lands
+    after its caller gave up: nothing is left in place, nothing is doubled."""
+    report = request.config.stash[_REPORT]
+    fired = 0
+    for scenario in SCENARIOS:
+        for index in range(len(scenario.plan.calls())):
+            for undo in (False, True):
+                for lands in (False, True):
+                    stalled = Stall(index, undo=undo, lands=lands)
+                    result = await run_in_process(CommerceWorld.create, scenario, stalls=[stalled])
+                    report.add("stall", result)
+                    Chaos.assert_clean([result])
+                    fired += stalled.fired
+    assert fired >= 60
 
 
 async def test_the_invariants_catch_a_provider_that_ignores_keys() -> None:

@@ -77,8 +77,10 @@ def record_claims(monkeypatch: Any, store: Any) -> list[tuple[float, list[str]]]
     claims: list[tuple[float, list[str]]] = []
     claim_next = store.claim_next
 
-    async def recording(owner: str, ttl: float, now: float, limit: int) -> list[tuple[str, int]]:
-        taken = await claim_next(owner, ttl, now, limit)
+    async def recording(
+        owner: str, ttl: float, now: float, limit: int, **filters: Any
+    ) -> list[tuple[str, int]]:
+        taken = await claim_next(owner, ttl, now, limit, **filters)
         claims.append((now, sorted(s for s, _ in taken)))
         return taken
 
@@ -106,8 +108,8 @@ async def test_worker_runs_submitted_sagas_concurrently_to_their_ends(
     batches: list[list[str]] = []
     claim_next = store.claim_next
 
-    async def recording(*args: Any) -> list[tuple[str, int]]:
-        claims = await claim_next(*args)
+    async def recording(*args: Any, **filters: Any) -> list[tuple[str, int]]:
+        claims = await claim_next(*args, **filters)
         batches.append(sorted(s for s, _ in claims))
         return claims
 

@@ -37,6 +37,9 @@ async def plan_of(path: Path, sql: str, params: tuple[object, ...]) -> list[str]
     ("name", "sql", "params"),
     [
         ("claim", q.SQLITE.claim_runnable, ("o", "t", 1.0, 1.0, 1.0, 1.0, 8, 1.0, 1.0, 1.0)),
+        # a worker that serves some catalogues, passing over sagas it cannot serve
+        ("claim served", *q.claim_next(q.SQLITE, ("o", "t", 1.0), 1.0, 8, ["c", "d"], ["s1"])),
+        ("claim of a catalogue", *q.claim_next(q.SQLITE, ("o", "t", 1.0), 1.0, 8, ["c"], [])),
         ("expire leases", q.EXPIRE_LEASES, (1.0,)),
     ],
 )

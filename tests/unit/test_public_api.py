@@ -75,6 +75,7 @@ CURATED = [
     "SagaConflict",
     "SagaNotFound",
     "SagaNotParked",
+    "SagaUnserved",
     "ApprovalError",
     "AppLoadError",
     "InvalidInput",

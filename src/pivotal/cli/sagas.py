@@ -77,8 +77,11 @@ def saga_json(stored: StoredSaga, events: list[Event]) -> dict[str, Any]:
     return {
         "saga_id": state.saga_id,
         "catalogue": state.catalogue,
+        "catalogue_digest": render.catalogue_digest_of(events),
         "status": state.status.value,
         "reason": state.reason,
+        "last_error": stored.last_error,
+        "idle_passes": stored.idle_passes,
         "provenance": stored.plan.provenance.model_dump(mode="json"),
         "rationale": stored.plan.rationale,
         "approval": asdict(state.approval) if state.approval else None,
@@ -92,7 +95,11 @@ def print_saga(stored: StoredSaga, events: list[Event], *, as_json: bool) -> Non
         dump(saga_json(stored, events))
         return
     plan = stored.plan
-    out.print(render.saga_view(stored.state, events, plan.provenance, plan.rationale))
+    out.print(
+        render.saga_view(
+            stored.state, events, plan.provenance, plan.rationale, last_error=stored.last_error
+        )
+    )
 
 
 @sagas.command("resume")

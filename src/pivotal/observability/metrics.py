@@ -130,6 +130,14 @@ class PivotalMetrics(Telemetry):
             ["catalogue"],
             registry=r,
         )
+        self.unserved_sagas = Counter(
+            "pivotal_sagas_unserved",
+            "Sagas this process claimed and gave back without running anything: its "
+            "catalogue lacks a step they use, or has one of another kind (a rolling deploy: "
+            "a worker of the newer build runs them).",
+            ["catalogue"],
+            registry=r,
+        )
         self.saga_seconds = Histogram(
             "pivotal_saga_duration_seconds",
             "From submission to the final status.",
@@ -176,6 +184,7 @@ class PivotalMetrics(Telemetry):
             self.sagas_submitted.labels(catalogue)
             self.compensations.labels(catalogue)
             self.poison.labels(catalogue)
+            self.unserved_sagas.labels(catalogue)
             for status in _ENDINGS.values():
                 self.sagas_finished.labels(catalogue, status)
             for decision in ("requested", "granted", "rejected", "expired"):
@@ -212,6 +221,10 @@ class PivotalMetrics(Telemetry):
 
     def lease_lost(self, saga_id: str, owner: str) -> None:
         self.lease_takeovers.inc()
+
+    def unserved(self, state: SagaState, owner: str, reason: str) -> None:
+        """Count one saga given back unrun (labelled by its catalogue: a name from code)."""
+        self.unserved_sagas.labels(state.catalogue).inc()
 
     def outbox_settled(self, message: Message, outcome: str, error: str | None) -> None:
         """Count one settled delivery (a relay's ``on_settled``); outcomes are bounded."""

@@ -120,7 +120,8 @@ class Store(Protocol):
 
     A lease is exclusive: ``claim`` never re-enters a lease that is held, whoever holds it,
     and each acquisition gets a new epoch. Each claim counts a pass; a commit (progress) or
-    a release after a pass that ended well resets the count.
+    a release after a pass that ended well resets the count, and a release not ``counted``
+    (the holder could not serve the saga: nothing ran) takes the claim's count back.
 
     Planning records share the ledger, and its transactions, with the sagas: a run is kept
     with all its attempts at once, and a run with its escalation.
@@ -155,9 +156,18 @@ class Store(Protocol):
         ...
 
     async def claim_next(
-        self, owner: str, ttl: float, now: float, limit: int
+        self,
+        owner: str,
+        ttl: float,
+        now: float,
+        limit: int,
+        *,
+        catalogues: Sequence[str] | None = None,
+        skip: Sequence[str] = (),
     ) -> list[tuple[str, int]]:
-        """Lease up to ``limit`` runnable sagas; return (saga id, epoch) pairs."""
+        """Lease up to ``limit`` runnable sagas; return (saga id, epoch) pairs. Only sagas
+        of ``catalogues`` when given (the ones the claiming worker serves; none when it is
+        empty), and never the sagas named in ``skip`` (ones it found it cannot serve)."""
         ...
 
     async def heartbeat(
@@ -170,8 +180,12 @@ class Store(Protocol):
         """Free leases past their expiry, bumping the epoch so stale holders are fenced."""
         ...
 
-    async def release(self, saga_id: str, epoch: int, error: str | None = None) -> None:
-        """Give the lease up; ``error`` says why the pass ended badly (None: it ended well)."""
+    async def release(
+        self, saga_id: str, epoch: int, error: str | None = None, *, counted: bool = True
+    ) -> None:
+        """Give the lease up; ``error`` says why the pass ended badly (None: it ended well).
+        Not ``counted``: nothing ran (the holder cannot serve the saga, ``error`` says why):
+        the claim's count of a pass without progress is taken back."""
         ...
 
     async def wait_for_work(self, seconds: float) -> None:
@@ -194,6 +208,11 @@ class Store(Protocol):
         ...
 
     async def pending_approvals(self) -> list[PendingApproval]: ...
+
+    async def ledger_time(self) -> float:
+        """Seconds since the epoch by the ledger's own clock: every lease stamp, expiry and
+        due time is taken from it (``clock.LedgerClock``)."""
+        ...
 
     async def sagas_naming(self, name: str, value: str, since: float, limit: int) -> list[Related]:
         """The sagas whose plans name the entity ``name`` = ``value`` (its canonical id, as

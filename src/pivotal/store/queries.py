@@ -13,6 +13,8 @@ here that returns the SQL and its parameters, so that no SQL text is assembled e
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -181,11 +183,12 @@ _TAKE_LEASE = (
 CLAIM = _TAKE_LEASE + "saga_id = ? AND (lease_owner IS NULL OR lease_expires_at < ?)"
 
 
-def _claim_runnable(lock: str) -> str:
-    """owner, token, expires at, now x3, limit, now x3."""
+def _claim_runnable(lock: str, only: str = "") -> str:
+    """owner, token, expires at, now x3, the parameters of ``only`` (more conditions on the
+    candidates, after the runnable ones: see ``claim_next``), limit, now x3."""
     return (
         _TAKE_LEASE + "saga_id IN (SELECT saga_id FROM sagas "
-        f"WHERE {RUNNABLE} ORDER BY updated_at LIMIT ?{lock}) AND {RUNNABLE}"
+        f"WHERE {RUNNABLE}{only} ORDER BY updated_at LIMIT ?{lock}) AND {RUNNABLE}"
     )
 
 
@@ -324,6 +327,7 @@ class Dialect:
     begin_read: str  # starts one read snapshot
     schema_exists: str  # one row, one column: whether schema_version exists
     create_schema_version: str
+    claim_lock: str = ""  # how the claim locks its candidates (``claim_next``)
 
 
 SQLITE = Dialect(
@@ -343,6 +347,7 @@ POSTGRES = Dialect(
     name="postgresql",
     # concurrent claimers pass over candidates another is taking instead of queueing on them
     claim_runnable=_claim_runnable(" FOR UPDATE SKIP LOCKED"),
+    claim_lock=" FOR UPDATE SKIP LOCKED",
     begin_read="BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
     schema_exists="SELECT to_regclass('schema_version') IS NOT NULL",
     create_schema_version=(
@@ -406,3 +411,58 @@ INSERT_OUTBOX = (
 
 # its lease token (unique to one acquisition): ours, when our own creation landed
 SELECT_LEASE_TOKEN = "SELECT lease_token FROM sagas WHERE saga_id = ?"
+
+# -- the ledger's own clock: seconds since the epoch, as the ledger's server tells them ---
+
+LEDGER_TIME = {
+    "sqlite": "SELECT (julianday('now') - 2440587.5) * 86400.0",
+    "postgresql": "SELECT EXTRACT(EPOCH FROM clock_timestamp())::double precision",
+}
+
+# -- claims by a worker that serves only some sagas (a rolling deploy) ----------------------
+
+# At most this many saga ids a claim passes over by name (a worker's sagas it cannot serve,
+# backing off); more are left out of the statement (they may be claimed, and refused, early).
+MAX_SKIPPED = 500
+
+
+@functools.lru_cache(maxsize=512)
+def _claim_only(lock: str, catalogues: int | None, skipped: int) -> str:
+    only = ""
+    if catalogues is not None:
+        only += f" AND catalogue IN ({_marks(catalogues)})"
+    if skipped:
+        only += f" AND saga_id NOT IN ({_marks(skipped)})"
+    return _claim_runnable(lock, only)
+
+
+def claim_next(
+    dialect: Dialect,
+    lease: tuple[str, str, float],
+    now: float,
+    limit: int,
+    catalogues: Sequence[str] | None,
+    skip: Sequence[str],
+) -> tuple[str, tuple[Any, ...]]:
+    """The claim of up to ``limit`` runnable sagas for ``lease`` (owner, token, expires at):
+    only of ``catalogues`` (None: of any; never empty), never of the ids in ``skip`` (at
+    most ``MAX_SKIPPED`` of them). The conditions filter the candidates the index on the
+    sagas still going yields, as the claim without them does: none reads finished sagas."""
+    skip = skip[:MAX_SKIPPED]
+    if catalogues is None and not skip:
+        sql = dialect.claim_runnable
+    else:
+        count = None if catalogues is None else len(catalogues)
+        sql = _claim_only(dialect.claim_lock, count, len(skip))
+    only = (*(catalogues or ()), *skip)
+    return sql, (*lease, now, now, now, *only, limit, now, now, now)
+
+
+# A pass that ran nothing because the worker cannot serve the saga (``serving.unserved``):
+# the lease is given up and the claim's count of a pass without progress taken back (a
+# commit or a decision meanwhile may have reset it: never below 0); why is kept.
+# Parameters: the reason, saga id, epoch.
+RELEASE_UNSERVED = (
+    _RELEASE + "idle_passes = CASE WHEN idle_passes > 0 THEN idle_passes - 1 ELSE 0 END, "
+    "last_error = ? WHERE saga_id = ? AND lease_epoch = ?"
+)

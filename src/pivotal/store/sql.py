@@ -339,15 +339,23 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         return int(found[0][1]) if found else None
 
     async def claim_next(
-        self, owner: str, ttl: float, now: float, limit: int
+        self,
+        owner: str,
+        ttl: float,
+        now: float,
+        limit: int,
+        *,
+        catalogues: Sequence[str] | None = None,
+        skip: Sequence[str] = (),
     ) -> list[tuple[str, int]]:
+        if catalogues is not None and not catalogues:
+            return []  # serves nothing: nothing to claim
         token = uuid.uuid4().hex
-        params = (owner, token, now + ttl, now, now, now, limit, now, now, now)
+        sql, params = q.claim_next(
+            self.dialect, (owner, token, now + ttl), now, limit, catalogues, skip
+        )
         result = await self._batch(
-            [
-                Stmt(self.dialect.claim_runnable, params),
-                Stmt(q.SELECT_CLAIMED, (token,), returning=True),
-            ]
+            [Stmt(sql, params), Stmt(q.SELECT_CLAIMED, (token,), returning=True)]
         )
         return [(str(r[0]), int(r[1])) for r in result.rows[0]]
 
@@ -366,12 +374,16 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         result = await self._batch([Stmt(q.EXPIRE_LEASES, (now,), returning=True)])
         return [str(r[0]) for r in result.rows[0]]
 
-    async def release(self, saga_id: str, epoch: int, error: str | None = None) -> None:
-        released = (
-            Stmt(q.RELEASE, (saga_id, epoch))
-            if error is None
-            else Stmt(q.RELEASE_FAILED, (error[:2000], saga_id, epoch))
-        )
+    async def release(
+        self, saga_id: str, epoch: int, error: str | None = None, *, counted: bool = True
+    ) -> None:
+        if not counted:  # nothing ran: the claim's count is taken back
+            reason = (error or "not served by this worker")[:2000]
+            released = Stmt(q.RELEASE_UNSERVED, (reason, saga_id, epoch))
+        elif error is None:
+            released = Stmt(q.RELEASE, (saga_id, epoch))
+        else:
+            released = Stmt(q.RELEASE_FAILED, (error[:2000], saga_id, epoch))
         await self._batch([released, *self._notify(saga_id)])
 
     # -- operator views -----------------------------------------------------------------
@@ -442,3 +454,11 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         await self._batch([Stmt(q.REVOKE_TOKEN, (at, token_id))])
         found = await self._fetch(q.SELECT_TOKEN, (token_id,))
         return Token(*found[0]) if found else None
+
+    # -- the ledger's clock -------------------------------------------------------------
+
+    async def ledger_time(self) -> float:
+        """Seconds since the epoch by the ledger's own clock (PostgreSQL's server time,
+        SQLite's: the host's), never a client's."""
+        found = await self._fetch(q.LEDGER_TIME[self.dialect.name])
+        return float(found[0][0])

@@ -4,24 +4,33 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from pivotal.app import App
-from pivotal.clock import FakeClock
+from pivotal.clock import Clock, FakeClock
 from pivotal.errors import ApprovalError, LeaseLost, StoreError
-from pivotal.hooks import Hook
+from pivotal.hooks import Hook, Point
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import Plan
 from pivotal.state import ApprovalStatus, SagaState, SagaStatus
 from pivotal.store.base import Store
 from pivotal.store.sqlite import SQLiteStore
 from pivotal.testing.crash import CrashAt, CrashSite, SimulatedCrash, Trace
-from pivotal.testing.inflight import CallLog, Interlude, Process, instrument, running_as
+from pivotal.testing.inflight import (
+    CallLog,
+    Interlude,
+    Process,
+    Stall,
+    instrument,
+    landed,
+    running_as,
+)
 from pivotal.testing.invariants import Violation, check_invariants
 from pivotal.testing.probe import EffectProbe
+from pivotal.testing.skew import skewed
 from pivotal.worker import Sweeper
 
 SAGA_ID = "chaos-saga"
@@ -76,6 +85,7 @@ class RunResult:
     status: SagaStatus
     violations: list[Violation] = field(default_factory=list)
     store_errors: int = 0  # passes a failed ledger write ended (each recovered as a crash)
+    kinds: tuple[str, ...] = ()  # the fault kinds besides crashes that the run met
 
 
 async def until_quiet(
@@ -153,14 +163,22 @@ async def recover_counting(
     seed: int = 0,
     log: CallLog | None = None,
     restarts: int = 12,
+    offsets: Sequence[float] = (),
 ) -> Recovery:
-    """``recover``, telling crashes from failed ledger writes."""
+    """``recover``, telling crashes from failed ledger writes. ``offsets``: how far each
+    process's own clock is off, in turn (see ``pivotal.testing.skew``)."""
     fired = store_errors = 0
+
+    def clock_of(generation: int) -> Clock:
+        if not offsets:
+            return clock
+        return skewed(clock, offsets[generation % len(offsets)])
+
     for generation, hook in enumerate([*hooks, *[None] * (restarts + 1)]):
         orch = Orchestrator(
             store,
             app,
-            clock=clock,
+            clock=clock_of(generation),
             rng=random.Random(seed + generation),
             owner=f"process-{generation}",
             lease_ttl=LEASE_TTL,
@@ -179,7 +197,11 @@ async def recover_counting(
             store_errors += 1
         clock.advance(LEASE_TTL + 1)
         sweeper = Orchestrator(
-            store, app, clock=clock, owner=f"sweeper-{generation}", lease_ttl=LEASE_TTL
+            store,
+            app,
+            clock=clock_of(generation + 1),
+            owner=f"sweeper-{generation}",
+            lease_ttl=LEASE_TTL,
         )
         with running_as(Process(sweeper.owner, sweeper, approve, log)):
             await Sweeper(sweeper).sweep()
@@ -194,8 +216,15 @@ async def run_in_process(
     seed: int = 0,
     ledger: LedgerFactory = memory_ledger,
     interludes: Sequence[Interlude] = (),
+    stalls: Sequence[Stall] = (),
+    pause: Hook | None = None,
+    offsets: Sequence[float] = (),
 ) -> RunResult:
     """One run on fresh providers and an empty ledger, crashing at ``crashes`` in turn.
+
+    ``stalls``: calls that never return (abandoned by a short timeout), or land late;
+    ``pause``: a hook that pauses the first process somewhere (``PauseAt``); ``offsets``:
+    how far each process's clock is off.
 
     Every action and undo call is recorded (for the ``no_concurrent_calls`` invariant) and
     offered to ``interludes`` while in flight (see ``Takeover``).
@@ -204,9 +233,36 @@ async def run_in_process(
     scenario.prepare(world)
     try:
         async with ledger() as store:
-            return await _run(store, world, scenario, crashes, seed, interludes)
+            faults = RunFaults(interludes, stalls, pause, offsets)
+            return await _run(store, world, scenario, crashes, seed, faults)
     finally:
         world.close()
+
+
+@dataclass(frozen=True)
+class RunFaults:
+    """What a run meets besides crashes: calls in flight let others in (``interludes``),
+    calls that stall, a pause of the first process, clocks that disagree."""
+
+    interludes: Sequence[Interlude] = ()
+    stalls: Sequence[Stall] = ()
+    pause: Hook | None = None
+    offsets: Sequence[float] = ()
+
+
+STALL_TIMEOUT = 0.05  # seconds a call may take in a run with stalls (then it is abandoned)
+
+
+def _first_hook(crash: Hook | None, pause: Hook | None) -> Hook | None:
+    """The first process's hook: its crash, then its pause."""
+    if crash is None or pause is None:
+        return crash or pause
+
+    def both(point: Point, index: int) -> Awaitable[None] | None:
+        crash(point, index)
+        return pause(point, index)
+
+    return both
 
 
 async def _run(
@@ -215,27 +271,52 @@ async def _run(
     scenario: ChaosScenario[W],
     crashes: Sequence[CrashSite],
     seed: int,
-    interludes: Sequence[Interlude],
+    faults: RunFaults,
 ) -> RunResult:
     clock = FakeClock()
     log = CallLog()
-    app = instrument(world.app, log, interludes)
+    timeout = STALL_TIMEOUT if faults.stalls else None
+    app = instrument(world.app, log, faults.interludes, faults.stalls, call_timeout=timeout)
     await Orchestrator(store, app, clock=clock).submit(scenario.plan, saga_id=SAGA_ID)
     scenario.arm(world)
+    hooks: list[Hook | None] = [CrashAt(site) for site in crashes]
+    if faults.pause is not None:
+        hooks = [_first_hook(hooks[0] if hooks else None, faults.pause), *hooks[1:]]
     done = await recover_counting(
         store,
         app,
         clock,
         SAGA_ID,
         approve=scenario.approve,
-        hooks=[CrashAt(site) for site in crashes],
+        hooks=hooks,
         seed=seed,
         log=log,
+        offsets=faults.offsets,
     )
+    await landed()  # calls that land late land before the providers are looked at
     violations = await check_invariants(store, world.probe, [SAGA_ID], log.call_spans())
     return RunResult(
-        scenario.name, tuple(crashes), done.fired, done.state.status, violations, done.store_errors
+        scenario.name,
+        tuple(crashes),
+        done.fired,
+        done.state.status,
+        violations,
+        done.store_errors,
+        _kinds(faults, done),
     )
+
+
+def _kinds(faults: RunFaults, done: Recovery) -> tuple[str, ...]:
+    """The fault kinds a run met, for the report."""
+    kinds = [f"{type(i).__name__.lower()}" for i in faults.interludes if getattr(i, "fired", 0)]
+    kinds += [("late landing" if s.lands else "stall") for s in faults.stalls if s.fired]
+    if faults.pause is not None and getattr(faults.pause, "fired", False):
+        kinds.append("pause")
+    if any(faults.offsets):
+        kinds.append("clock skew")
+    if done.store_errors:
+        kinds.append("failed commit")
+    return tuple(kinds)
 
 
 async def trace(make_world: Callable[[], W], scenario: ChaosScenario[W]) -> list[CrashSite]:

@@ -9,6 +9,7 @@ before the caller hears back.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -98,19 +99,92 @@ class Interlude(Protocol):
     async def __call__(self, ctx: StepContext, *, undo: bool, applied: bool) -> None: ...
 
 
-def instrument(app: App, log: CallLog, interludes: Sequence[Interlude] = ()) -> App:
+@dataclass
+class Stall:
+    """The ``occurrence``-th call of step ``index``'s action (its undo with ``undo``) never
+    returns: the engine's timeout abandons it. With ``lands``, the provider applies it
+    anyway, once the caller has given up (a request still on the wire): it lands late."""
+
+    index: int
+    occurrence: int = 1
+    undo: bool = False
+    lands: bool = False
+    fired: bool = False
+    _seen: int = 0
+
+    def __str__(self) -> str:
+        what = "undo" if self.undo else "action"
+        late = "+lands" if self.lands else ""
+        return f"stall:{what}:{self.index}:{self.occurrence}{late}"
+
+    def matches(self, ctx: StepContext, undo: bool) -> bool:
+        if self.fired or (ctx.index, undo) != (self.index, self.undo):
+            return False
+        self._seen += 1
+        self.fired = self._seen == self.occurrence
+        return self.fired
+
+    async def stall(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        """Never return; on being abandoned, land the call later when ``lands``."""
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            if self.lands:
+                _LATE.add(asyncio.ensure_future(_contained(call)))
+            raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+_LATE: set[asyncio.Future[Any]] = set()  # late landings, kept until they are done
+
+
+async def _contained(call: Callable[[], Awaitable[Any]]) -> None:
+    """A call landing late: what it raises reaches nobody (the caller gave up)."""
+    with contextlib.suppress(Exception):
+        await call()
+
+
+async def landed() -> None:
+    """Wait until every late landing started so far has landed."""
+    while _LATE:
+        await asyncio.gather(*list(_LATE), return_exceptions=True)
+        _LATE.difference_update([f for f in _LATE if f.done()])
+
+
+def instrument(
+    app: App,
+    log: CallLog,
+    interludes: Sequence[Interlude] = (),
+    stalls: Sequence[Stall] = (),
+    *,
+    call_timeout: float | None = None,
+) -> App:
     """A copy of ``app`` (same catalogues, steps and policies) whose calls go through
-    ``log`` and ``interludes``. Lookups, preconditions and policies are left as they are."""
+    ``log``, ``interludes`` and ``stalls`` (with every call bounded by ``call_timeout``,
+    when given, instead of the catalogue's). Lookups, preconditions and policies are left as
+    they are."""
     catalogues = []
     for catalogue in app:
-        copy = Catalogue(catalogue.name, catalogue.description, approval=catalogue.approval)
+        copy = Catalogue(
+            catalogue.name,
+            catalogue.description,
+            approval=catalogue.approval,
+            default_timeout=call_timeout or catalogue.default_timeout,
+            max_timeout=max(catalogue.max_timeout, call_timeout or 0.0),
+            doubt_grace=catalogue.doubt_grace,
+        )
         for step in catalogue:
-            copy.add(_instrumented(step, log, tuple(interludes)))
+            instrumented = _instrumented(step, log, tuple(interludes), tuple(stalls))
+            if call_timeout is not None:
+                instrumented = dataclasses.replace(instrumented, timeout=call_timeout)
+            copy.add(instrumented)
         catalogues.append(copy)
     return App(catalogues, name=app.name)
 
 
-def _instrumented(step: Step, log: CallLog, interludes: tuple[Interlude, ...]) -> Step:
+def _instrumented(
+    step: Step, log: CallLog, interludes: tuple[Interlude, ...], stalls: tuple[Stall, ...]
+) -> Step:
     action, undo = step.action, step.undo
 
     async def around(ctx: StepContext, is_undo: bool, call: Callable[[], Awaitable[Any]]) -> Any:
@@ -118,6 +192,9 @@ def _instrumented(step: Step, log: CallLog, interludes: tuple[Interlude, ...]) -
         try:
             for interlude in interludes:
                 await interlude(ctx, undo=is_undo, applied=False)
+            stalled = next((s for s in stalls if s.matches(ctx, is_undo)), None)
+            if stalled is not None:
+                return await stalled.stall(call)
             try:
                 result = await call()
             except Exception:

@@ -165,9 +165,16 @@ class FlakyStore:
         return await self.inner.claim(saga_id, owner, ttl, now)
 
     async def claim_next(
-        self, owner: str, ttl: float, now: float, limit: int
+        self,
+        owner: str,
+        ttl: float,
+        now: float,
+        limit: int,
+        *,
+        catalogues: Sequence[str] | None = None,
+        skip: Sequence[str] = (),
     ) -> list[tuple[str, int]]:
-        return await self.inner.claim_next(owner, ttl, now, limit)
+        return await self.inner.claim_next(owner, ttl, now, limit, catalogues=catalogues, skip=skip)
 
     async def heartbeat(
         self, owner: str, leases: Mapping[str, int], ttl: float, now: float
@@ -177,8 +184,10 @@ class FlakyStore:
     async def expire_leases(self, now: float) -> list[str]:
         return await self.inner.expire_leases(now)
 
-    async def release(self, saga_id: str, epoch: int, error: str | None = None) -> None:
-        await self.inner.release(saga_id, epoch, error)
+    async def release(
+        self, saga_id: str, epoch: int, error: str | None = None, *, counted: bool = True
+    ) -> None:
+        await self.inner.release(saga_id, epoch, error, counted=counted)
 
     async def wait_for_work(self, seconds: float) -> None:
         await self.inner.wait_for_work(seconds)
@@ -198,6 +207,9 @@ class FlakyStore:
 
     async def pending_approvals(self) -> list[PendingApproval]:
         return await self.inner.pending_approvals()
+
+    async def ledger_time(self) -> float:
+        return await self.inner.ledger_time()
 
     async def sagas_naming(self, name: str, value: str, since: float, limit: int) -> list[Related]:
         return await self.inner.sagas_naming(name, value, since, limit)

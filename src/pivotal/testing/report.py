@@ -45,6 +45,7 @@ class ChaosReport:
     cells: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     runs: int = 0
+    kinds: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (mode, kind)
 
     def add(self, mode: str, result: RunResult) -> None:
         """Count the run under each crash point it met (a run may crash several times)."""
@@ -52,6 +53,10 @@ class ChaosReport:
         points = {s.point.value for s in result.crashes[: result.fired]} or {NO_CRASH}
         for point in points:
             cell = self.cells.setdefault((mode, result.scenario, point), [0, 0])
+            cell[0] += 1
+            cell[1] += bool(result.violations)
+        for kind in set(result.kinds) or {"crashes only"}:
+            cell = self.kinds.setdefault((mode, kind), [0, 0])
             cell[0] += 1
             cell[1] += bool(result.violations)
         crashes = ", ".join(map(str, result.crashes)) or "none"
@@ -72,6 +77,20 @@ class ChaosReport:
             table.add_row(mode, scenario, *(f"{c[0]}/{c[1]}" if c else "" for c in cells))
         return table
 
+    def kinds_table(self) -> Table:
+        """Runs and failures per mode and fault kind (a run counts under each it met)."""
+        table = Table(
+            title="pivotal chaos: runs/failures by fault kind", header_style="dim", box=None
+        )
+        kinds = sorted({k for _, k in self.kinds})
+        table.add_column("mode", no_wrap=True)
+        for kind in kinds:
+            table.add_column(kind, justify="right", no_wrap=True)
+        for mode in sorted({m for m, _ in self.kinds}):
+            cells = [self.kinds.get((mode, k)) for k in kinds]
+            table.add_row(mode, *(f"{c[0]}/{c[1]}" if c else "" for c in cells))
+        return table
+
     def totals(self) -> tuple[int, int]:
         """(runs, runs with failures): a run is counted once, whatever it crashed at."""
         return self.runs, len({f.split(": [")[0] for f in self.failures})
@@ -79,6 +98,7 @@ class ChaosReport:
     def render(self, width: int = 160) -> str:
         console = Console(width=width, record=True, file=io.StringIO())
         console.print(self.table())
+        console.print(self.kinds_table())
         runs, bad = self.totals()
         console.print(f"{runs} runs, {bad} with invariant failures")
         return console.export_text()
