@@ -174,6 +174,13 @@ class Abandoned(TimeoutError):
     """A call reached its time limit and was left: it may still take effect."""
 
 
+_UNTOLD_ON_RESUME = (
+    "resumed in doubt, but its lookup could not tell whether an earlier attempt took effect; "
+    "it is not repeated (the provider may no longer know its key): resume the saga again "
+    "once the lookup answers, or resolve it by hand"
+)
+
+
 class Suspended(Exception):
     """The pass ended early: a retry is not due yet, or the worker is stopping."""
 
@@ -653,14 +660,18 @@ class SagaRun:
                 await self._fail(index, None, reason, "precondition")
                 return
         policy = step.policy
-        if rec.status is StepStatus.STARTED or (
-            rec.status is StepStatus.RETRY_WAIT and rec.attempts == 0 and rec.doubt_until
-        ):
+        resumed = rec.status is StepStatus.RETRY_WAIT and rec.attempts == 0 and rec.doubt_until
+        if rec.status is StepStatus.STARTED or resumed:
             # an attempt may have taken effect (interrupted, or in doubt when a person
             # resumed the saga): a found effect settles it at once
             found, result = await self._lookup(index, rec.attempts)
             if found:
                 await self._succeed(index, result, via="lookup")
+                return
+            if resumed and found is None and step.lookup is not None:
+                # the wait for a person may have outlived the provider's record of the key:
+                # a repeat could make the effect twice, so only a lookup may settle it
+                await self._unknown(index, 0, _UNTOLD_ON_RESUME, doubt=rec.doubt_until)
                 return
         if rec.status is StepStatus.STARTED:
             error = f"attempt {rec.attempts} was interrupted before its outcome was recorded"

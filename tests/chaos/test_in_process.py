@@ -9,6 +9,7 @@ import functools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from decimal import Decimal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -171,6 +172,9 @@ def random_schedules(examples: int) -> Callable[[Callable[..., None]], Callable[
             ),
         ),
         skews=offsets,
+        lag=st.sampled_from([0.0, 0.0, 5.0, 120.0]),
+        stale=st.lists(st.integers(0, 3), max_size=2),
+        expire=st.booleans(),
     )
     return lambda test: decorate(draw(test))
 
@@ -193,6 +197,9 @@ def run_schedule(
     stalls: list[Stall] | None = None,
     pause: CrashSite | None = None,
     skews: list[float] | None = None,
+    lag: float = 0.0,
+    stale: list[int] | None = None,
+    expire: bool = False,
 ) -> RunResult:
     scenario, crashes = schedule
     report = request.config.stash[_REPORT]
@@ -210,6 +217,9 @@ def run_schedule(
             stalls=stalls or [],
             pause=PauseAt(pause) if pause is not None else None,
             offsets=skews or [],
+            lag=lag,
+            stale=stale or [],
+            expire=expire,
         )
     )
     report.add(mode, result)
@@ -230,6 +240,9 @@ def test_random_crash_and_fault_schedules(
     stalls: list[Stall],
     pause: CrashSite | None,
     skews: list[float],
+    lag: float,
+    stale: list[int],
+    expire: bool,
     request: pytest.FixtureRequest,
 ) -> None:
     run_schedule(
@@ -243,6 +256,9 @@ def test_random_crash_and_fault_schedules(
         stalls=stalls,
         pause=pause,
         skews=skews,
+        lag=lag,
+        stale=stale,
+        expire=expire,
     )
 
 
@@ -257,6 +273,9 @@ def test_random_crash_and_fault_schedules_on_postgres(
     stalls: list[Stall],
     pause: CrashSite | None,
     skews: list[float],
+    lag: float,
+    stale: list[int],
+    expire: bool,
     request: pytest.FixtureRequest,
     postgres_url: str,
     forget_saga: Forget,
@@ -273,6 +292,9 @@ def test_random_crash_and_fault_schedules_on_postgres(
         stalls=stalls,
         pause=pause,
         skews=skews,
+        lag=lag,
+        stale=stale,
+        expire=expire,
     )
 
 
@@ -310,6 +332,51 @@ async def test_a_stalled_call_at_every_step_of_every_scenario(
                     Chaos.assert_clean([result])
                     fired += stalled.fired
     assert fired >= 60
+
+
+async def test_a_saga_left_to_a_person_is_resumed_after_its_keys_expired(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Each step from the point of no return on (the capture, the shipment, the e-mail) is
+    left in doubt in turn (a timeout after the effect, a lost reply on every repeat, a
+    lookup that fails meanwhile), at every crash site: the saga waits for a person, who
+    resumes it a day later, when the providers no longer know its keys. A resumed step asks
+    its lookup first and is never repeated while the lookup cannot tell, so nothing is made
+    twice."""
+    report = request.config.stash[_REPORT]
+    resumed = 0
+    for scenario in SCENARIOS:
+        names = [c.call.name for c in scenario.plan.calls()]
+        if "capture_payment" not in names:
+            continue  # no point of no return: nothing waits for a person in doubt
+        for op in AFTER_THE_PIVOT:
+            doubtful = _with_faults(
+                scenario, {op: [Fault.TIMEOUT_AFTER_EFFECT] * 6, "find": [Fault.TRANSIENT] * 4}
+            )
+            for site in [None, *await trace(CommerceWorld.create, doubtful)]:
+                crashes = [] if site is None else [site]
+                result = await run_in_process(CommerceWorld.create, doubtful, crashes, expire=True)
+                report.add("expired keys", result)
+                Chaos.assert_clean([result])
+                resumed += "expired keys" in result.kinds
+    assert resumed >= 20
+
+
+AFTER_THE_PIVOT = ("capture", "ship", "email")  # the fulfilment's provider operations
+
+
+async def test_the_invariants_catch_a_repeat_after_the_keys_expired() -> None:
+    """The expiry fault has teeth: a provider that forgot a key makes the effect again."""
+    world = CommerceWorld.create()
+    services = world.app.services
+    services.charge("4471", Decimal("180.00"), key="k:1")
+    services.charge("4471", Decimal("180.00"), key="k:1")
+    assert services.effects_per_key()["k:1"] == 1
+    world.expire_keys()
+    assert services.find("k:1") is not None  # a lookup still finds the charge
+    services.charge("4471", Decimal("180.00"), key="k:1")
+    assert services.effects_per_key()["k:1"] == 2
+    world.close()
 
 
 async def test_the_invariants_catch_a_provider_that_ignores_keys() -> None:

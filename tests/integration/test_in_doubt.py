@@ -238,12 +238,12 @@ async def test_a_lagging_lookup_s_not_found_is_asked_again_until_its_lag_has_pas
 # -- resuming a pivot in doubt -----------------------------------------------------------
 
 
-def capture_catalogue(provider: Provider, *, lookup: bool) -> Catalogue:
+def capture_catalogue(provider: Provider, state: dict[str, int], *, lookup: bool) -> Catalogue:
+    """``state``: ``calls`` counts the captures; the lookup is down while ``down`` is set."""
     catalogue = Catalogue("doubt")
-    state = {"calls": 0}
 
     async def find(args: Item, ctx: StepContext) -> dict[str, Any] | None:
-        if state["calls"] < 2:
+        if state["down"]:
             raise ConnectionError("the lookup is down")
         return provider.find(ctx.key)
 
@@ -272,21 +272,29 @@ async def test_a_resumed_pivot_in_doubt_is_never_compensated_while_it_may_have_l
     store: Store, clock: FakeClock, lookup: bool
 ) -> None:
     provider = Provider(clock)
-    o = orch(store, capture_catalogue(provider, lookup=lookup), clock, "p")
+    calls = {"calls": 0, "down": 1}
+    o = orch(store, capture_catalogue(provider, calls, lookup=lookup), clock, "p")
     parked = await o.execute(plan("hold", "capture"), saga_id="s")
     assert parked.status is SagaStatus.NEEDS_HUMAN
     assert parked.steps[1].status is StepStatus.UNKNOWN
 
     state = await o.resume("s", "ops", "the payment provider is back", run=True)
 
-    # the provider refuses the repeat ("already captured"): that is no proof of no effect
-    assert state.status is not SagaStatus.COMPENSATED
+    assert state.status is SagaStatus.NEEDS_HUMAN  # never compensated
     assert provider.in_place("s:1")
     assert provider.in_place("s:0")
-    if lookup:  # asked first, it finds the capture
-        assert state.status is SagaStatus.COMPLETED
+    if lookup:
+        # its lookup is still down: the capture is not repeated (its key may be forgotten
+        # by now), and the saga goes back to the person
+        assert calls["calls"] == 1
+        assert "lookup could not tell" in (state.reason or "")
+        calls["down"] = 0
+        state = await o.resume("s", "ops", "the lookup answers again", run=True)
+        assert state.status is SagaStatus.COMPLETED  # asked first, it finds the capture
+        assert calls["calls"] == 1
     else:
-        assert state.status is SagaStatus.NEEDS_HUMAN
+        # repeated with its key, refused ("already captured"): no proof of no effect
+        assert calls["calls"] == 2
 
 
 # -- a call that never returns -----------------------------------------------------------

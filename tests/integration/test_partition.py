@@ -32,6 +32,8 @@ class Link:
         self.open.set()
         self.server: asyncio.Server | None = None
         self.port = 0
+        self.writers: list[asyncio.StreamWriter] = []
+        self.tasks: list[asyncio.Task[Any]] = []
 
     async def start(self) -> None:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -54,11 +56,24 @@ class Link:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
+        self.writers += [writer, up_writer]
+        self.tasks.append(asyncio.current_task())  # type: ignore[arg-type]
         await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
 
     async def close(self) -> None:
+        """Close every connection it carried, and stop listening."""
+        self.heal()
         if self.server is not None:
             self.server.close()
+        for writer in self.writers:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.server is not None:
+            await self.server.wait_closed()
 
 
 class Item(BaseModel):

@@ -15,6 +15,7 @@ from pivotal.clock import FakeClock
 from pivotal.hooks import Point
 from pivotal.testing.chaos import (
     ChaosScenario,
+    ForgetsKeys,
     LedgerFactory,
     Recovery,
     RunResult,
@@ -54,6 +55,7 @@ __all__ = [
     "EffectProbe",
     "FakeClock",
     "FlakyLedger",
+    "ForgetsKeys",
     "FlakyStore",
     "Interlude",
     "LedgerFactory",

@@ -7,11 +7,11 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from pivotal.app import App
 from pivotal.clock import Clock, FakeClock
-from pivotal.errors import ApprovalError, LeaseLost, StoreError
+from pivotal.errors import ApprovalError, LeaseLost, SagaUnserved, StoreError
 from pivotal.hooks import Hook, Point
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import Plan
@@ -22,6 +22,7 @@ from pivotal.testing.crash import CrashAt, CrashSite, SimulatedCrash, Trace
 from pivotal.testing.inflight import (
     CallLog,
     Interlude,
+    Lag,
     Process,
     Stall,
     instrument,
@@ -59,7 +60,16 @@ class World(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class ForgetsKeys(Protocol):
+    """A world whose providers can forget their idempotency records (``expire_keys``)."""
+
+    def expire_keys(self) -> None:
+        """Forget every idempotency record made so far; lookups still find the effects."""
+
+
 W = TypeVar("W", bound=World)
+KEY_RETENTION = 24 * 3600.0  # how long the providers of a run with ``expire`` keep keys
 
 
 @dataclass(frozen=True)
@@ -164,9 +174,11 @@ async def recover_counting(
     log: CallLog | None = None,
     restarts: int = 12,
     offsets: Sequence[float] = (),
+    stale: Sequence[App | None] = (),
 ) -> Recovery:
     """``recover``, telling crashes from failed ledger writes. ``offsets``: how far each
-    process's own clock is off, in turn (see ``pivotal.testing.skew``)."""
+    process's own clock is off, in turn (see ``pivotal.testing.skew``); ``stale``: the app
+    of an older build that some processes (by generation) run instead of ``app``."""
     fired = store_errors = 0
 
     def clock_of(generation: int) -> Clock:
@@ -175,6 +187,10 @@ async def recover_counting(
         return skewed(clock, offsets[generation % len(offsets)])
 
     for generation, hook in enumerate([*hooks, *[None] * (restarts + 1)]):
+        older = stale[generation] if generation < len(stale) else None
+        if older is not None:  # an older build: it claims, refuses, and leaves the saga be
+            with contextlib.suppress(SagaUnserved, LeaseLost):
+                await Orchestrator(store, older, clock=clock_of(generation)).run(saga_id)
         orch = Orchestrator(
             store,
             app,
@@ -219,12 +235,18 @@ async def run_in_process(
     stalls: Sequence[Stall] = (),
     pause: Hook | None = None,
     offsets: Sequence[float] = (),
+    lag: float = 0.0,
+    stale: Sequence[int] = (),
+    expire: bool = False,
 ) -> RunResult:
     """One run on fresh providers and an empty ledger, crashing at ``crashes`` in turn.
 
     ``stalls``: calls that never return (abandoned by a short timeout), or land late;
     ``pause``: a hook that pauses the first process somewhere (``PauseAt``); ``offsets``:
-    how far each process's clock is off.
+    how far each process's clock is off; ``lag``: how far lookups lag behind the calls they
+    look for; ``stale``: the processes (by generation) that run an older build first;
+    ``expire``: a saga that comes to rest waiting for a person is resumed a day later, after
+    the providers forgot its idempotency keys (the world must be ``ForgetsKeys``).
 
     Every action and undo call is recorded (for the ``no_concurrent_calls`` invariant) and
     offered to ``interludes`` while in flight (see ``Takeover``).
@@ -233,7 +255,7 @@ async def run_in_process(
     scenario.prepare(world)
     try:
         async with ledger() as store:
-            faults = RunFaults(interludes, stalls, pause, offsets)
+            faults = RunFaults(interludes, stalls, pause, offsets, lag, stale, expire)
             return await _run(store, world, scenario, crashes, seed, faults)
     finally:
         world.close()
@@ -248,9 +270,16 @@ class RunFaults:
     stalls: Sequence[Stall] = ()
     pause: Hook | None = None
     offsets: Sequence[float] = ()
+    lag: float = 0.0  # how far every lookup lags behind the calls it looks for
+    stale: Sequence[int] = ()  # the processes (by generation) of an older build
+    expire: bool = False  # resume a saga left to a person after its keys expired
 
 
 STALL_TIMEOUT = 0.05  # seconds a call may take in a run with stalls (then it is abandoned)
+
+
+def _last(plan: Plan) -> str:
+    return plan.calls()[-1].call.name
 
 
 def _first_hook(crash: Hook | None, pause: Hook | None) -> Hook | None:
@@ -276,7 +305,15 @@ async def _run(
     clock = FakeClock()
     log = CallLog()
     timeout = STALL_TIMEOUT if faults.stalls else None
-    app = instrument(world.app, log, faults.interludes, faults.stalls, call_timeout=timeout)
+    lag = Lag(clock, faults.lag) if faults.lag else None
+    parts = (world.app, log, faults.interludes, faults.stalls)
+    app = instrument(*parts, call_timeout=timeout, lag=lag)
+    # an older build lacks the plan's last step: its processes must leave the saga alone
+    older = (
+        instrument(*parts, call_timeout=timeout, lag=lag, without=_last(scenario.plan))
+        if faults.stale
+        else None
+    )
     await Orchestrator(store, app, clock=clock).submit(scenario.plan, saga_id=SAGA_ID)
     scenario.arm(world)
     hooks: list[Hook | None] = [CrashAt(site) for site in crashes]
@@ -292,9 +329,26 @@ async def _run(
         seed=seed,
         log=log,
         offsets=faults.offsets,
+        stale=[
+            older if g in faults.stale else None for g in range(max(faults.stale, default=-1) + 1)
+        ],
     )
+    expired = False
+    if faults.expire and done.state.status is SagaStatus.NEEDS_HUMAN:
+        if not isinstance(world, ForgetsKeys):
+            raise TypeError("a run with expire=True needs a world with expire_keys()")
+        await landed()
+        clock.advance(KEY_RETENTION + 1)  # a person comes back a day later ...
+        world.expire_keys()  # ... and the providers no longer know the saga's keys
+        await _resume(store, app, clock)
+        again = await recover_counting(
+            store, app, clock, SAGA_ID, approve=scenario.approve, seed=seed + 100, log=log
+        )
+        done = Recovery(again.state, done.fired, done.store_errors + again.store_errors)
+        expired = True
     await landed()  # calls that land late land before the providers are looked at
     violations = await check_invariants(store, world.probe, [SAGA_ID], log.call_spans())
+    kinds = _kinds(faults, done) + (("expired keys",) if expired else ())
     return RunResult(
         scenario.name,
         tuple(crashes),
@@ -302,8 +356,23 @@ async def _run(
         done.state.status,
         violations,
         done.store_errors,
-        _kinds(faults, done),
+        kinds,
     )
+
+
+async def _resume(store: Store, app: App, clock: FakeClock) -> None:
+    """A person resumes the parked saga, trying again while the ledger write fails."""
+    for _ in range(4):
+        try:
+            await Orchestrator(store, app, clock=clock).resume(
+                SAGA_ID, "chaos-operator", "fixed the cause a day later"
+            )
+            return
+        except StoreError:  # a failed commit: resumed after all, or try again
+            stored = await store.load(SAGA_ID)
+            if stored is not None and stored.state.status is not SagaStatus.NEEDS_HUMAN:
+                return
+    raise AssertionError("the saga could not be resumed")
 
 
 def _kinds(faults: RunFaults, done: Recovery) -> tuple[str, ...]:
@@ -314,6 +383,10 @@ def _kinds(faults: RunFaults, done: Recovery) -> tuple[str, ...]:
         kinds.append("pause")
     if any(faults.offsets):
         kinds.append("clock skew")
+    if faults.lag:
+        kinds.append("lagging lookup")
+    if faults.stale:
+        kinds.append("older build")
     if done.store_errors:
         kinds.append("failed commit")
     return tuple(kinds)

@@ -14,11 +14,13 @@ import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pivotal.app import App
-from pivotal.catalogue import Action, Catalogue, Step, StepContext, Undo
+from pivotal.catalogue import Action, Catalogue, Lookup, Step, StepContext, Undo
+from pivotal.clock import Clock
+from pivotal.errors import CatalogueError
 from pivotal.testing.probe import CallSpan
 
 if TYPE_CHECKING:
@@ -151,6 +153,29 @@ async def landed() -> None:
         _LATE.difference_update([f for f in _LATE if f.done()])
 
 
+@dataclass(frozen=True)
+class Lag:
+    """Lookups that lag ``seconds`` (of ``clock``) behind the calls they look for: an
+    effect is not found until that long after its call ended. Each step declares the lag
+    (``lookup_lag``), as the provider contract asks."""
+
+    clock: Clock
+    seconds: float
+    ended: dict[str, float] = field(default_factory=dict)  # key -> when its call first ended
+
+    def lagging(self, lookup: Lookup) -> Lookup:
+        async def looked_up(args: Any, ctx: StepContext) -> Any:
+            found = await lookup(args, ctx)
+            if found is not None and self.clock.now() < self.ended.get(ctx.key, 0.0) + self.seconds:
+                return None  # there, but not yet seen
+            return found
+
+        return looked_up
+
+    def end(self, key: str) -> None:
+        self.ended.setdefault(key, self.clock.now())
+
+
 def instrument(
     app: App,
     log: CallLog,
@@ -158,11 +183,14 @@ def instrument(
     stalls: Sequence[Stall] = (),
     *,
     call_timeout: float | None = None,
+    lag: Lag | None = None,
+    without: str | None = None,
 ) -> App:
     """A copy of ``app`` (same catalogues, steps and policies) whose calls go through
     ``log``, ``interludes`` and ``stalls`` (with every call bounded by ``call_timeout``,
-    when given, instead of the catalogue's). Lookups, preconditions and policies are left as
-    they are."""
+    when given, instead of the catalogue's), whose lookups lag by ``lag``, and without the
+    step ``without`` (an older build; a catalogue that is not whole without it is left out
+    altogether). Preconditions and policies are left as they are."""
     catalogues = []
     for catalogue in app:
         copy = Catalogue(
@@ -174,21 +202,48 @@ def instrument(
             doubt_grace=catalogue.doubt_grace,
         )
         for step in catalogue:
-            instrumented = _instrumented(step, log, tuple(interludes), tuple(stalls))
+            if step.name == without:
+                continue
+            instrumented = _instrumented(step, log, tuple(interludes), tuple(stalls), lag)
             if call_timeout is not None:
                 instrumented = dataclasses.replace(instrumented, timeout=call_timeout)
+            if lag is not None and step.lookup is not None:
+                instrumented = dataclasses.replace(
+                    instrumented,
+                    lookup=lag.lagging(step.lookup),
+                    lookup_lag=max(step.lookup_lag, lag.seconds),
+                )
             copy.add(instrumented)
+        if without is not None and without in catalogue:
+            try:
+                copy.check()
+            except CatalogueError:  # e.g. its approval policy looked at that step only
+                continue
         catalogues.append(copy)
     return App(catalogues, name=app.name)
 
 
 def _instrumented(
-    step: Step, log: CallLog, interludes: tuple[Interlude, ...], stalls: tuple[Stall, ...]
+    step: Step,
+    log: CallLog,
+    interludes: tuple[Interlude, ...],
+    stalls: tuple[Stall, ...],
+    lag: Lag | None = None,
 ) -> Step:
     action, undo = step.action, step.undo
 
     async def around(ctx: StepContext, is_undo: bool, call: Callable[[], Awaitable[Any]]) -> Any:
         token = log.start(ctx.key)
+        if lag is not None and not is_undo:
+            inner = call
+
+            async def ended() -> Any:
+                try:
+                    return await inner()
+                finally:
+                    lag.end(ctx.key)
+
+            call = ended
         try:
             for interlude in interludes:
                 await interlude(ctx, undo=is_undo, applied=False)

@@ -70,6 +70,9 @@ class CommerceWorld:
         )
         return cls(app, CommerceProbe(app.services))
 
+    def expire_keys(self) -> None:
+        self.app.services.expire_keys()
+
     def close(self) -> None:
         self.app.services.close()
 

@@ -25,7 +25,8 @@ CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, op TEXT NOT NULL, key TEXT NOT NULL,
     fault TEXT, at REAL NOT NULL, ended INTEGER, pid INTEGER);
 CREATE TABLE IF NOT EXISTS effects (
-    key TEXT PRIMARY KEY, op TEXT NOT NULL, result TEXT NOT NULL, at REAL NOT NULL);
+    key TEXT PRIMARY KEY, op TEXT NOT NULL, result TEXT NOT NULL, at REAL NOT NULL,
+    expired INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS stock (
     sku TEXT NOT NULL, warehouse TEXT NOT NULL, available INTEGER NOT NULL,
     PRIMARY KEY (sku, warehouse));
@@ -93,6 +94,9 @@ class CommerceServices:
             self.db.execute("ALTER TABLE calls ADD COLUMN ended INTEGER")
         if "pid" not in calls:  # a state file from before calls named their process
             self.db.execute("ALTER TABLE calls ADD COLUMN pid INTEGER")
+        effects = {r[1] for r in self.db.execute("PRAGMA table_info(effects)")}
+        if "expired" not in effects:  # a state file from before idempotency records expired
+            self.db.execute("ALTER TABLE effects ADD COLUMN expired INTEGER NOT NULL DEFAULT 0")
         self.faults.bind(self.db)
 
     def close(self) -> None:
@@ -156,13 +160,17 @@ class CommerceServices:
     def _apply(self, op: str, key: str, apply: Callable[[sqlite3.Connection], Result]) -> Result:
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            row = self.db.execute("SELECT result FROM effects WHERE key = ?", (key,)).fetchone()
-            if row is not None:
+            row = self.db.execute(
+                "SELECT result, expired FROM effects WHERE key = ?", (key,)
+            ).fetchone()
+            if row is not None and not row[1]:
                 result: Result = json.loads(row[0])
-            else:
+            else:  # a new key, or one whose record has expired: the effect is made (again)
                 result = apply(self.db)
                 self.db.execute(
-                    "INSERT INTO effects (key, op, result, at) VALUES (?, ?, ?, ?)",
+                    "INSERT INTO effects (key, op, result, at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (key) DO UPDATE SET result = excluded.result, "
+                    "at = excluded.at, expired = 0",
                     (key, op, json.dumps(result), time.time()),
                 )
         except BaseException:
@@ -177,6 +185,12 @@ class CommerceServices:
         self.db.execute(
             "UPDATE calls SET ended = (SELECT MAX(id) FROM calls) WHERE id = ?", (call,)
         )
+
+    def expire_keys(self) -> None:
+        """Forget every idempotency record made so far, as a provider does after its
+        retention (about a day): a call repeated with one of those keys makes its effect
+        again. Lookups still find what was made (they search the records themselves)."""
+        self.db.execute("UPDATE effects SET expired = 1")
 
     def find(self, key: str) -> Result | None:
         """The result of the effect made with ``key``, or ``None`` (for lookups).
