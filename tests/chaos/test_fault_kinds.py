@@ -33,6 +33,7 @@ from pivotal.testing import (
     run_in_process,
 )
 from pivotal.testing.chaos import SAGA_ID
+from pivotal.testing.inflight import CallLog, instrument
 
 SCENARIOS = chaos_scenarios()
 NEW_KINDS = [
@@ -256,3 +257,17 @@ def test_concurrent_calls_compares_spans_of_one_key_and_one_recorder() -> None:
     assert [v.detail for v in found] == [
         "s:0 was called while an earlier call of it was in flight (a and b)"
     ]
+
+
+def test_an_older_build_leaves_out_a_catalogue_that_is_not_whole_without_the_step() -> None:
+    """A fulfilment without its capture (its approval policy looks at the capture) cannot
+    be built at all: the older build serves no fulfilment, and still serves the checkout."""
+    world = CommerceWorld.create()
+    try:
+        older = instrument(world.app, CallLog(), without="capture_payment")
+        assert sorted(older.catalogues) == ["checkout"]
+        trimmed = instrument(world.app, CallLog(), without="send_confirmation")
+        assert "send_confirmation" not in trimmed.catalogue("fulfilment")
+        assert "create_shipment" in trimmed.catalogue("fulfilment")
+    finally:
+        world.close()
