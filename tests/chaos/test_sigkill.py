@@ -1,9 +1,12 @@
-"""Every crash site of every commerce scenario with a real SIGKILL of a worker process,
-on a SQLite ledger and on a PostgreSQL one."""
+"""Every crash site of every commerce scenario with a real SIGKILL of a worker process, and
+with a real SIGSTOP past its lease (another process takes the saga over and drives it to
+rest; the stopped worker, continued, neither writes nor calls anything), on a SQLite ledger
+and on a PostgreSQL one."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -12,6 +15,8 @@ import pytest
 from pivotal.examples.commerce import STATE_ENV
 from pivotal.examples.commerce.chaos import CommerceWorld, chaos_scenarios
 from pivotal.testing import Chaos, ChaosScenario, trace
+from pivotal.testing.plugin import _REPORT
+from pivotal.testing.realstop import run_stopped
 
 SCENARIOS = chaos_scenarios()
 APP = "pivotal.examples.commerce:create_app"
@@ -59,3 +64,51 @@ def test_sigkill_at_every_site(
     not_reached = [str(r.crashes[0]) for r in results if r.fired != 1]
     assert not not_reached, f"the worker was not killed at {not_reached}"
     assert all(r.status.terminal or r.status.value == "awaiting_approval" for r in results)
+
+
+# The suite stops the worker at every site of a fulfilment on SQLite and of a checkout on
+# PostgreSQL; the slow lane (PIVOTAL_CHAOS_SCALE > 1) at every site of every other scenario
+# on SQLite, and of a fulfilment and a parallel group on PostgreSQL.
+_SUITE = {("demo-7", "sqlite"), ("demo-1", "postgres")}
+_SOAK = {(s.name, "sqlite") for s in SCENARIOS} | {
+    ("demo-7", "postgres"),
+    ("parallel-refused", "postgres"),
+}
+_STOPPED = _SOAK - _SUITE if int(os.environ.get("PIVOTAL_CHAOS_SCALE", "1")) > 1 else _SUITE
+STOPPED = [(s, b) for s in SCENARIOS for b in ("sqlite", "postgres") if (s.name, b) in _STOPPED]
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize(
+    ("scenario", "backend"), STOPPED, ids=[f"{s.name}-{b}" for s, b in STOPPED]
+)
+def test_sigstop_at_every_site(
+    tmp_path: Path,
+    scenario: ChaosScenario[CommerceWorld],
+    backend: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    report = request.config.stash[_REPORT]
+    sites = asyncio.run(trace(CommerceWorld.create, scenario))
+    ledger = (
+        emptied(request.getfixturevalue("postgres_url"), request.getfixturevalue("forget_saga"))
+        if backend == "postgres"
+        else None
+    )
+    results = []
+    for n, site in enumerate(sites):
+        folder = tmp_path / f"{n:03d}"
+        result = run_stopped(
+            folder,
+            CommerceWorld.create,
+            scenario,
+            site,
+            APP,
+            env={STATE_ENV: str(folder / "commerce.db")},
+            ledger=ledger(folder) if ledger else None,
+        )
+        report.add("sigstop" if ledger is None else "sigstop-postgres", result)
+        results.append(result)
+    Chaos.assert_clean(results)
+    not_reached = [str(r.crashes[0]) for r in results if r.fired != 1]
+    assert not not_reached, f"the worker was not stopped at {not_reached}"

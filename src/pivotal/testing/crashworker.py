@@ -14,19 +14,31 @@ import asyncio
 import math
 
 from pivotal.app import load_app
+from pivotal.hooks import Hook
 from pivotal.orchestrator import Orchestrator
 from pivotal.store import open_store
 from pivotal.testing.crash import CrashAt, CrashSite
 from pivotal.worker import Worker, WorkerConfig
 
 
-async def work(db: str, app_spec: str, site: CrashSite | None, approve: bool, ttl: float) -> None:
+async def work(
+    db: str,
+    app_spec: str,
+    site: CrashSite | None,
+    approve: bool,
+    ttl: float,
+    *,
+    hook: Hook | None = None,
+) -> None:
+    """Run sagas until none is active; ``hook`` (else a SIGKILL at ``site``) at every
+    protocol point."""
     app = load_app(app_spec)
     store = open_store(db)
     await store.open()
     try:
         orch = Orchestrator(store, app, owner="crashworker", lease_ttl=ttl)
-        hook = CrashAt(site, kill=True) if site else None
+        if hook is None and site is not None:
+            hook = CrashAt(site, kill=True)
         config = WorkerConfig(
             concurrency=4,
             lease_ttl=ttl,
