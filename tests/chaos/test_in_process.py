@@ -5,6 +5,7 @@ land late or never, and clocks that disagree."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -36,6 +37,7 @@ from pivotal.testing import (
     trace,
 )
 from pivotal.testing.inflight import Stall
+from pivotal.testing.ledger import FlakyLedger
 from pivotal.testing.pause import PauseAt
 from pivotal.testing.plugin import _REPORT
 
@@ -222,6 +224,8 @@ def run_schedule(
             expire=expire,
         )
     )
+    if isinstance(ledger, FlakyLedger) and any(s.partitions for s in ledger.stores):
+        result = dataclasses.replace(result, kinds=(*result.kinds, "partition"))
     report.add(mode, result)
     Chaos.assert_clean([result])
     if interloper is not None and interloper.fired and not interloper.expire:

@@ -36,6 +36,8 @@ from pivotal.store.planning_records import (
     PlanningRun,
 )
 from pivotal.testing.chaos import LedgerFactory
+from pivotal.testing.inflight import CURRENT
+from pivotal.testing.pause import take_over
 
 _GROUP_WINDOW = 3  # loop turns a lost transaction waits for commits queued with it
 
@@ -46,6 +48,9 @@ class StoreFault(StrEnum):
     BEFORE_WRITE = "before_write"  # refused before anything was written: nothing kept
     AFTER_WRITE = "after_write"  # the write landed, the reply was lost: all of it kept
     LOST = "lost"  # lost as a whole, with every commit queued with it: nothing kept
+    # held back by a partition from the ledger past the lease, while another process takes
+    # the saga over and drives it to rest; then delivered, late (the ledger fences it)
+    PARTITIONED = "partitioned"
 
 
 @dataclass(frozen=True)
@@ -63,8 +68,9 @@ class FlakyStore:
     """A ``Store`` that delegates to ``inner`` and fails the commits ``faults`` name.
 
     Only ``commit`` fails; every other call goes through. ``fired`` lists the faults met so
-    far, ``commits`` counts the commits tried and ``lost_with_group`` the commits lost
-    because they were queued with a transaction lost as a whole.
+    far, ``commits`` counts the commits tried, ``lost_with_group`` the commits lost
+    because they were queued with a transaction lost as a whole, and ``partitions`` what
+    the other process did while a commit was held back by a partition.
     """
 
     def __init__(self, inner: Store, faults: Sequence[CommitFault]) -> None:
@@ -73,12 +79,13 @@ class FlakyStore:
         self.fired: list[CommitFault] = []
         self.commits = 0
         self.lost_with_group = 0
+        self.partitions: list[str] = []  # what the other process did during each partition
         self._losing = 0  # commits being lost right now, as a group
 
     async def commit(
         self, before: SagaState, after: SagaState, events: Sequence[Event], epoch: int | None
     ) -> None:
-        await self._faulty(lambda: self.inner.commit(before, after, events, epoch))
+        await self._faulty(lambda: self.inner.commit(before, after, events, epoch), after)
 
     async def commit_and_release(
         self, before: SagaState, after: SagaState, events: Sequence[Event], epoch: int
@@ -87,10 +94,10 @@ class FlakyStore:
         other commit (only when the inner store can do it; else a commit, then a release)."""
         inner = getattr(type(self.inner), "commit_and_release", None)
         if inner is None:
-            await self._faulty(lambda: self.inner.commit(before, after, events, epoch))
+            await self._faulty(lambda: self.inner.commit(before, after, events, epoch), after)
             await self.inner.release(after.saga_id, epoch)
             return
-        await self._faulty(lambda: inner(self.inner, before, after, events, epoch))
+        await self._faulty(lambda: inner(self.inner, before, after, events, epoch), after)
 
     async def create_leased(
         self,
@@ -110,7 +117,7 @@ class FlakyStore:
         epoch: int | None = await inner(self.inner, state, plan, provenance, events, lease)
         return epoch
 
-    async def _faulty(self, write: Callable[[], Awaitable[None]]) -> None:
+    async def _faulty(self, write: Callable[[], Awaitable[None]], after: SagaState) -> None:
         self.commits += 1
         n, kind = self.commits, self.faults.get(self.commits)
         if self._losing:  # queued with a transaction that is being lost: lost with it
@@ -124,6 +131,10 @@ class FlakyStore:
         if kind is StoreFault.AFTER_WRITE:
             await write()
             raise StoreError(f"commit {n}: written, but the reply was lost (injected)")
+        if kind is StoreFault.PARTITIONED:
+            if CURRENT.get() is not None:  # a process of the run (not the harness itself)
+                self.partitions.append(await take_over(after.saga_id))
+            return await write()
         self._losing += 1
         try:
             for _ in range(_GROUP_WINDOW):  # let the commits of a parallel group queue up
@@ -261,8 +272,18 @@ class FlakyStore:
     async def replay_message(self, message_id: str, now: float) -> bool:
         return await self.inner.replay_message(message_id, now)
 
-    async def create_token(self, name: str, role: str, token_hash: str, at: float) -> Token:
-        return await self.inner.create_token(name, role, token_hash, at)
+    async def create_token(
+        self,
+        name: str,
+        role: str,
+        token_hash: str,
+        at: float,
+        *,
+        require_on_behalf_of: bool = False,
+    ) -> Token:
+        return await self.inner.create_token(
+            name, role, token_hash, at, require_on_behalf_of=require_on_behalf_of
+        )
 
     async def token_by_hash(self, token_hash: str) -> Token | None:
         return await self.inner.token_by_hash(token_hash)

@@ -52,31 +52,37 @@ class PauseAt:
         return self._meanwhile()
 
     async def _meanwhile(self) -> None:
-        me = CURRENT.get()
-        if me is None:
-            raise RuntimeError("a pause needs the run's process (pivotal.testing.inflight)")
-        first = me.orchestrator
-        clock = fake_of(first.clock)
-        if clock is None:
-            raise TypeError("a pause needs the run's FakeClock")
-        second = Orchestrator(
-            first.store,
-            first.app,
-            clock=clock,
-            rng=random.Random(1),
-            owner=f"{first.owner}-while-paused",
-            lease_ttl=first.lease_ttl,
-        )
-        with running_as(Process(f"{me.name}~", second, me.approve, me.log)):
-            clock.advance(first.lease_ttl + 1)
-            if me.log is not None:
-                me.log.fence(me.name)
-            await Sweeper(second).sweep()
-            try:
-                await until_quiet(second, clock, self.saga_id, approve=me.approve)
-                self.outcome = "took over"
-            except LeaseLost:
-                self.outcome = "refused"
-            except StoreError as exc:  # an injected ledger fault: the second one 'crashed'
-                self.outcome = f"failed: {exc}"
-                clock.advance(LEASE_TTL + 1)
+        self.outcome = await take_over(self.saga_id)
+
+
+async def take_over(saga_id: str) -> str:
+    """While the current process (of ``pivotal.testing.inflight``) is held up past its
+    lease, a second process takes ``saga_id`` over and drives it to rest; what it did."""
+    me = CURRENT.get()
+    if me is None:
+        raise RuntimeError("a pause needs the run's process (pivotal.testing.inflight)")
+    first = me.orchestrator
+    clock = fake_of(first.clock)
+    if clock is None:
+        raise TypeError("a pause needs the run's FakeClock")
+    second = Orchestrator(
+        first.store,
+        first.app,
+        clock=clock,
+        rng=random.Random(1),
+        owner=f"{first.owner}-while-paused",
+        lease_ttl=first.lease_ttl,
+    )
+    with running_as(Process(f"{me.name}~", second, me.approve, me.log)):
+        clock.advance(first.lease_ttl + 1)
+        if me.log is not None:
+            me.log.fence(me.name)
+        await Sweeper(second).sweep()
+        try:
+            await until_quiet(second, clock, saga_id, approve=me.approve)
+            return "took over"
+        except LeaseLost:
+            return "refused"
+        except StoreError as exc:  # an injected ledger fault: the second one 'crashed'
+            clock.advance(LEASE_TTL + 1)
+            return f"failed: {exc}"
