@@ -77,6 +77,60 @@ def test_the_compensation_failed_alert_fires_at_once() -> None:
     assert re.search(r'status="compensation_failed"', str(rule["expr"]))
 
 
+def test_the_compensation_failed_alert_watches_the_ledger_not_a_process() -> None:
+    """It reads the ledger gauge, which every serving process reports whoever ended the saga,
+    never the per-process counter (blind to unscraped, killed and newly started processes)."""
+    [rule] = [r for r in rules() if r["alert"] == "PivotalSagaCompensationFailed"]
+    assert referenced(str(rule["expr"])) == {"pivotal_sagas"}
+
+
+def unit_tests_with(expr: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``alerts_test.yml`` run against the shipped rules with another critical expression."""
+    groups = yaml.safe_load(RULES.read_text())
+    for rule in groups["groups"][0]["rules"]:
+        if rule["alert"] == "PivotalSagaCompensationFailed":
+            rule["expr"] = expr
+    rules_copy = tmp_path / "alerts.yml"
+    rules_copy.write_text(yaml.safe_dump(groups, sort_keys=False))
+    cases = yaml.safe_load(TESTS.read_text())
+    cases["rule_files"] = [str(rules_copy)]
+    tests_copy = tmp_path / "alerts_test.yml"
+    tests_copy.write_text(yaml.safe_dump(cases, sort_keys=False))
+    return run("test", "rules", str(tests_copy))
+
+
+def test_the_unit_tests_pass_the_shipped_rule_through_the_same_copy(tmp_path: Path) -> None:
+    [rule] = [r for r in rules() if r["alert"] == "PivotalSagaCompensationFailed"]
+    done = unit_tests_with(str(rule["expr"]), tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+COUNTER_ONLY = (
+    'sum by (catalogue) (increase(pivotal_sagas_finished_total{status="compensation_failed"}[15m]))'
+    " > 0"
+)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        COUNTER_ONLY,
+        f'({COUNTER_ONLY}) or on() (max(pivotal_sagas{{status="compensation_failed"}}) > 0)',
+        'max(pivotal_sagas{status="compensation_failed"}) > 0',
+    ],
+    ids=["counter-only", "counter-or-gauge", "gauge-without-last-over-time"],
+)
+def test_the_unit_tests_fail_a_weaker_compensation_failed_rule(expr: str, tmp_path: Path) -> None:
+    """The promtool cases catch a rule gone back to the per-process counter (it misses the
+    unscraped, new and killed processes and fires on after a settlement), one that adds the
+    counter to the gauge (it fires on after a settlement), and a bare gauge (it goes silent
+    over a missed read of the ledger)."""
+    done = unit_tests_with(expr, tmp_path)
+    assert done.returncode != 0, done.stdout
+    assert "PivotalSagaCompensationFailed" in done.stdout + done.stderr
+    assert "PivotalDeadLettersOpen" not in done.stdout + done.stderr  # only this rule failed
+
+
 def test_the_rules_use_only_metrics_pivotal_exposes() -> None:
     names = exposed_names()
     for rule in rules():
