@@ -112,7 +112,7 @@ def test_stages_are_checked(orchestrator: Orchestrator) -> None:
     act = Act("reserve_stock", lambda s: {})
     with pytest.raises(StageError, match="unique"):
         SagaAgent(name="x", orchestrator=orchestrator, catalogue="checkout", stages=[act, act])
-    with pytest.raises(StageError, match="an Act or a Decide"):
+    with pytest.raises(StageError, match="an Act, a Decide, or a Parallel"):
         SagaAgent(name="x", orchestrator=orchestrator, catalogue="checkout", stages=[act, "no"])
 
 

@@ -2,7 +2,8 @@
 
 - ``SagaAgent`` runs ``Act`` stages (catalogue steps, executed durably by Pivotal) and
   ``Decide`` stages (``LlmAgent`` verdicts) as one saga, with the session state as a view of
-  the ledger (``comp:<stage>``, ``saga_status``, ``saga_reason``).
+  the ledger (``comp:<stage>``, ``saga_status``, ``saga_reason``). A ``Parallel`` stage, or
+  an ADK ``ParallelAgent`` of ``Act(...).agent()`` sub-agents, is one parallel group.
 - ``AdkPlanner`` is a ``Planner`` over an ``LlmAgent`` whose output schema is the catalogue's
   plan schema, for ``plan_and_submit``.
 - ``ScriptedLlm`` is a model that replays a script: agents are tested offline.
@@ -23,6 +24,7 @@ from pivotal.adk.stages import (
     SAGA_STATUS,
     Act,
     Decide,
+    Parallel,
     StageError,
 )
 
@@ -35,6 +37,7 @@ __all__ = [
     "Act",
     "AdkPlanner",
     "Decide",
+    "Parallel",
     "SagaAgent",
     "ScriptExhausted",
     "ScriptedLlm",

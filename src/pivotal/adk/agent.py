@@ -11,6 +11,11 @@ shape the plan (an ``LlmAgent`` writing the order through ``output_key``); model
 it only give verdicts, which the agent turns into a rollback (``Orchestrator.abort``) or lets
 the saga go on. Nothing takes effect before the whole plan validates.
 
+A parallel stage (``Parallel``, or an ADK ``ParallelAgent`` of ``Act(...).agent()``
+sub-agents) is one parallel group of the plan: its members run concurrently, each durable
+like any step, and compensation undoes them in either order, after every later stage and
+before every earlier one (``pivotal.adk.shape`` says what a group may not hold, and why).
+
 A verdict is never lost between the session and the ledger. One given before the first act
 is recorded with the submission itself (``Orchestrator.submit_aborted``: the saga is created
 compensating), so neither a crash nor a worker claiming the new saga can run it. One given
@@ -29,15 +34,26 @@ from google.adk.agents import BaseAgent
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events import Event, EventActions
 from google.genai import types
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from pivotal.adk import stages as S
 from pivotal.adk.driver import Driver
-from pivotal.adk.stages import Act, Decide, Stage, StageError
+from pivotal.adk.shape import stage_of
+from pivotal.adk.stages import Act, Decide, Parallel, Stage, StageError
 from pivotal.engine import describe
 from pivotal.errors import PlanRejected
 from pivotal.orchestrator import Orchestrator
-from pivotal.plan import ActorType, Plan, Provenance, StepCall
+from pivotal.plan import ActorType, ParallelGroup, Plan, Provenance, StepCall
+
+
+def _call(act: Act, state: Mapping[str, Any]) -> StepCall:
+    try:
+        args = dict(act.args(state))
+    except Exception as exc:
+        raise StageError(
+            f"the arguments of stage {act.stage} could not be built: {describe(exc)}"
+        ) from exc
+    return StepCall(name=act.step, args=args)
 
 
 def saga_id_for(session_id: str, invocation_id: str) -> str:
@@ -48,7 +64,8 @@ def saga_id_for(session_id: str, invocation_id: str) -> str:
 
 
 class SagaAgent(BaseAgent):
-    """Runs ``stages`` in order as one Pivotal saga of the catalogue ``catalogue``.
+    """Runs ``stages`` in order as one Pivotal saga of the catalogue ``catalogue``; the
+    members of a parallel stage run concurrently, as one parallel group.
 
     On a failure, or a verdict that rolls back, before the point of no return the engine
     compensates newest first; ``saga_status`` (``completed``, ``compensated``,
@@ -66,31 +83,51 @@ class SagaAgent(BaseAgent):
     stages: list[Any] = Field(default_factory=list, exclude=True)
     rationale: str = ""
 
+    _units: list[Stage] = PrivateAttr(default_factory=list)
+
     def model_post_init(self, context: Any, /) -> None:
-        kinds = [s for s in self.stages if not isinstance(s, Act | Decide)]
-        if kinds:
-            raise StageError(f"a stage must be an Act or a Decide, not {kinds[0]!r}")
-        if not any(isinstance(s, Act) for s in self.stages):
+        catalogue = self.orchestrator.app.catalogue(self.catalogue)  # unknown: fail now
+        self._units = [stage_of(s, catalogue) for s in self.stages]
+        if not self.acts:
             raise StageError("a saga agent needs at least one Act stage")
-        names = [s.stage for s in self.stages]
+        names = [s.stage for s in self._units]
+        names += [a.stage for s in self._units if isinstance(s, Parallel) for a in s.acts]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise StageError(f"stage names must be unique: {', '.join(twice)}")
-        self.orchestrator.app.catalogue(self.catalogue)  # unknown catalogue: fail now
-        self.sub_agents = [s.agent for s in self.stages if isinstance(s, Decide)]
+        # the ADK tree: model stages, and ADK parallel agents (never run as such: the
+        # engine runs their members as one parallel group)
+        self.sub_agents = [
+            s.agent if isinstance(s, Decide) else s
+            for s in self.stages
+            if isinstance(s, Decide | BaseAgent)
+        ]
         super().model_post_init(context)
 
     # -- the stages ---------------------------------------------------------------------
 
     @property
+    def units(self) -> list[Stage]:
+        """The stages as the plan sees them: ``Act``, ``Decide`` and ``Parallel``."""
+        return list(self._units)
+
+    @property
     def acts(self) -> list[Act]:
-        return [s for s in self.stages if isinstance(s, Act)]
+        """Every acting stage in plan order (a parallel group's members in theirs): the
+        n-th is the plan's step n."""
+        out: list[Act] = []
+        for s in self._units:
+            if isinstance(s, Act):
+                out.append(s)
+            elif isinstance(s, Parallel):
+                out.extend(s.acts)
+        return out
 
     def leading(self) -> list[Decide]:
         """Model stages before the first acting stage: they may shape the plan."""
         out = []
-        for s in self.stages:
-            if isinstance(s, Act):
+        for s in self._units:
+            if not isinstance(s, Decide):
                 break
             out.append(s)
         return out
@@ -99,30 +136,30 @@ class SagaAgent(BaseAgent):
         """Model stages after the first act, each with the plan index it must precede."""
         out: list[tuple[int, Decide]] = []
         acts = 0
-        for s in self.stages:
+        for s in self._units:
             if isinstance(s, Act):
                 acts += 1
+            elif isinstance(s, Parallel):
+                acts += len(s.acts)
             elif acts:
                 out.append((acts, s))
         return out
 
     def plan(self, state: Mapping[str, Any], session_id: str) -> Plan:
-        """The acting stages as one plan, arguments built from ``state``."""
-        calls = []
-        for act in self.acts:
-            try:
-                args = dict(act.args(state))
-            except Exception as exc:
-                raise StageError(
-                    f"the arguments of stage {act.stage} could not be built: {describe(exc)}"
-                ) from exc
-            calls.append(StepCall(name=act.step, args=args))
+        """The acting stages as one plan, arguments built from ``state``; a parallel stage
+        is a parallel group."""
+        steps: list[StepCall | ParallelGroup] = []
+        for s in self._units:
+            if isinstance(s, Act):
+                steps.append(_call(s, state))
+            elif isinstance(s, Parallel):
+                steps.append(ParallelGroup(parallel=[_call(a, state) for a in s.acts]))
         provenance = Provenance(
             actor_type=ActorType.AGENT, actor_id=f"adk:{self.name}", source_document_id=session_id
         )
         return Plan(
             catalogue=self.catalogue,
-            steps=list(calls),
+            steps=steps,
             rationale=self.rationale,
             provenance=provenance,
         )

@@ -175,7 +175,7 @@ class Driver:
         conflict), with its reason; none already tried in this invocation."""
         if state.status not in _FORWARD:
             return None
-        for stage in self.agent.stages:
+        for stage in self.agent.units:
             if isinstance(stage, Decide) and stage.stage not in written:
                 reason = S.veto_of(self.ctx.session.state.get(S.DECIDED_PREFIX + stage.stage))
                 if reason is not None:

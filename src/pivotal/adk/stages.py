@@ -1,17 +1,22 @@
 """The stages of a saga agent, and the session-state keys it writes.
 
 An ``Act`` is a catalogue step run by Pivotal's engine; a ``Decide`` is a model stage (an ADK
-``LlmAgent``) that only decides. The session state is a view of the ledger, written through
-event state deltas: ``comp:<stage>`` records, ``saga_status`` and ``saga_reason``.
+``LlmAgent``) that only decides; a ``Parallel`` (or an ADK ``ParallelAgent`` of acting stages,
+``Act(...).agent()``) is a group of acting stages run concurrently. The session state is a
+view of the ledger, written through event state deltas: ``comp:<stage>`` records,
+``saga_status`` and ``saga_reason``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from google.adk.agents import BaseAgent
+from google.adk.agents.invocation_context import InvocationContext
+from google.adk.events import Event
+from pydantic import ConfigDict, Field
 
 from pivotal.errors import PivotalError
 from pivotal.state import SagaState, StepRecord, StepStatus, UndoStatus
@@ -53,6 +58,46 @@ class Act:
     def stage(self) -> str:
         return self.name or self.step
 
+    def agent(self) -> ActAgent:
+        """This stage as an ADK agent, to be a sub-agent of a ``ParallelAgent`` inside a
+        saga agent (its name is the stage's)."""
+        return ActAgent(name=self.stage, act=self)
+
+
+class ActAgent(BaseAgent):
+    """An acting stage in an ADK agent tree. It does nothing by itself: the saga agent it
+    sits in has Pivotal's engine run its step. Run anywhere else, it refuses."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    act: Act = Field(exclude=True)
+
+    async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
+        raise StageError(
+            f"the acting stage {self.name} runs only inside a SagaAgent, which has Pivotal "
+            "run its step durably"
+        )
+        yield  # pragma: no cover - an async generator that never yields
+
+
+@dataclass(frozen=True, init=False)
+class Parallel:
+    """Acting stages run concurrently: one parallel group of the plan. Each member's undo
+    may run in any order relative to the others', and after every later stage's and before
+    every earlier stage's. The same as an ADK ``ParallelAgent`` of ``Act(...).agent()``
+    sub-agents, without that class's deprecation in google-adk 2."""
+
+    name: str
+    acts: tuple[Act, ...]
+
+    def __init__(self, name: str, acts: Sequence[Act]) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "acts", tuple(acts))
+
+    @property
+    def stage(self) -> str:
+        return self.name
+
 
 @dataclass(frozen=True)
 class Decide:
@@ -69,7 +114,7 @@ class Decide:
         return self.agent.name
 
 
-Stage = Act | Decide
+Stage = Act | Decide | Parallel
 
 
 def abort_reason(stage: Decide, state: State) -> str | None:
