@@ -20,7 +20,7 @@ DEMO_DB := sqlite:///$(DEMO_DIR)/pivotal.db
 PORT ?= 8000
 serve: $(VENV)/.installed
 	@test -f $(DEMO_DIR)/pivotal.db || $(BIN)/pivotal demo --out $(DEMO_DIR) > /dev/null
-	@token=$$($(BIN)/pivotal --db $(DEMO_DB) tokens create --name demo-approver --role approver --json \
+	@token=$$($(BIN)/pivotal --db $(DEMO_DB) tokens create --name demo-approver --role approver --same-person --json \
 		| $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["token"])') && \
 	echo "Open http://127.0.0.1:$(PORT)/ui/login and paste the approver token:" && \
 	echo "  $$token" && \

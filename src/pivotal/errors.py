@@ -113,6 +113,22 @@ class ApprovalError(PivotalError):
     code = "approval_invalid"
 
 
+class FourEyesError(ApprovalError):
+    """This person may not approve this saga (four-eyes): they submitted it, it was asked
+    for on their behalf, or they approved it already. Nothing was recorded."""
+
+    code = "four_eyes"
+
+
+class StaleApproval(ApprovalError):
+    """The plan no longer holds against the trusted facts (the order changed while the
+    approval waited), or they could not be read to tell: an approval now would approve
+    something else than what was asked. Nothing was recorded; reject it, or decide again
+    once the facts match the plan."""
+
+    code = "approval_stale"
+
+
 class AppLoadError(PivotalError):
     """The application (catalogues and policy) could not be loaded."""
 
@@ -163,6 +179,20 @@ class InvalidInput(PivotalError):
     """The input is invalid; nothing was changed."""
 
     code = "invalid_input"
+
+
+class OnBehalfOfRequired(InvalidInput):
+    """The plan must name the person it is for (``provenance.on_behalf_of``): the token
+    that submitted it, or its catalogue for an amount this large, requires it. Nothing was
+    recorded."""
+
+    code = "on_behalf_of_required"
+
+
+class NameTaken(InvalidInput):
+    """This name is a live principal's (compared by canonical name); nothing was created."""
+
+    code = "name_taken"
 
 
 class MessageError(InvalidInput):

@@ -12,6 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import replace
 
+from pivotal import four_eyes
 from pivotal.app import App
 from pivotal.catalogue import Catalogue, StepKind
 from pivotal.clock import Clock, LedgerClock, SystemClock, synced
@@ -25,12 +26,14 @@ from pivotal.errors import (
     SagaNotFound,
     SagaNotParked,
     SagaUnserved,
+    StaleApproval,
     VersionConflict,
 )
 from pivotal.hooks import Hook
 from pivotal.identity import identity_of
 from pivotal.lease import Lease, LeaseKeeper
 from pivotal.plan import FlatCall, Plan
+from pivotal.principals import canonical_person
 from pivotal.serving import catalogue_digest, unserved
 from pivotal.state import (
     ApprovalStatus,
@@ -44,7 +47,7 @@ from pivotal.state import (
 )
 from pivotal.store.base import DeadLetter, Store, StoredSaga
 from pivotal.telemetry import Observers, Telemetry
-from pivotal.validation import Checked, checked
+from pivotal.validation import Checked, Recheck, checked, recheck
 
 _SAGA_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
@@ -405,6 +408,7 @@ class Orchestrator:
             telemetry=self.telemetry,
             creating=creating,
             checked=checked,
+            facts=self.app.facts,
         )
 
     # -- dead letters -------------------------------------------------------------------
@@ -455,11 +459,14 @@ class Orchestrator:
     ) -> SagaState:
         """Grant the pending approval; with ``run`` the saga goes on in this process.
 
-        An approval that needs two approvers stays pending after the first; the same approver
-        approving twice raises ``ApprovalError``. An approval that arrives after the request
-        expired is recorded as expired and the saga compensates. With ``version`` (the saga
-        version the approver was shown) the decision is refused with ``VersionConflict`` if
-        the saga changed since.
+        Four-eyes (``four_eyes.check``, for every surface): the saga's submitter, the person
+        it was asked for on behalf of, and an approver who approved it already (an approval
+        that needs two approvers needs two distinct people) are refused with
+        ``FourEyesError``, people compared by their canonical name; nothing is recorded. An
+        approval that needs two approvers stays pending after the first. An approval that
+        arrives after the request expired is recorded as expired and the saga compensates.
+        With ``version`` (the saga version the approver was shown) the decision is refused
+        with ``VersionConflict`` if the saga changed since.
         """
         await synced(self.clock)  # times below are the ledger's
         return await self._decide(saga_id, approver, note, approve=True, run=run, version=version)
@@ -473,7 +480,8 @@ class Orchestrator:
         run: bool = True,
         version: int | None = None,
     ) -> SagaState:
-        """Refuse the pending approval: the saga compensates (``version`` as for approve)."""
+        """Refuse the pending approval: the saga compensates (``version`` as for approve).
+        Not restricted by four-eyes: anyone may say no, which only undoes."""
         await synced(self.clock)  # times below are the ledger's
         return await self._decide(saga_id, approver, note, approve=False, run=run, version=version)
 
@@ -487,7 +495,7 @@ class Orchestrator:
         run: bool,
         version: int | None = None,
     ) -> SagaState:
-        if not approver.strip():
+        if not canonical_person(approver):
             raise InvalidInput("an approval decision needs the approver's name")
         stored = await self.get(saga_id)
         state, approval = stored.state, stored.state.approval
@@ -505,11 +513,8 @@ class Orchestrator:
             raise ApprovalError(
                 f"saga {saga_id} is {state.status.value}, not awaiting an approval decision"
             )
-        if approve and approver in approval.approved_by:
-            raise ApprovalError(
-                f"{approver} already approved saga {saga_id}: it needs {approval.required} "
-                "distinct approvers, so another person must approve it"
-            )
+        if approve:  # four-eyes, for every surface: here, once
+            four_eyes.check(approver, stored)
         saga_run = self._pass(stored, None)
         now = self.clock.now()
         step_name = state.steps[approval.step].name
@@ -522,6 +527,7 @@ class Orchestrator:
                 ),
             ]
         elif approve:
+            self._still_holds(stored)
             events = [
                 saga_run.event(
                     EventType.APPROVAL_GRANTED, approval.step, approver=approver, note=note
@@ -545,6 +551,23 @@ class Orchestrator:
             return await self.run(saga_id)
         except (LeaseLost, SagaUnserved):  # a worker that serves it goes on (it was notified)
             return saga_run.state
+
+    def _still_holds(self, stored: StoredSaga) -> None:
+        """``StaleApproval`` unless the saga's plan still validates against fresh facts, as
+        at submission (an approval of an order that changed since is not an approval of
+        this plan); nothing is recorded either way."""
+        found = recheck(stored.plan, self.app.catalogue(stored.state.catalogue), self.app.facts)
+        if found.verdict is Recheck.CHANGED:
+            raise StaleApproval(
+                f"saga {stored.state.saga_id} cannot be approved: the facts changed since "
+                f"the approval was asked, and its plan no longer holds: {found.describe()}"
+            )
+        if found.verdict is Recheck.CANNOT_TELL:
+            raise StaleApproval(
+                f"saga {stored.state.saga_id} cannot be approved now: its plan could not be "
+                f"re-checked against the trusted facts ({found.describe()}); try again once "
+                "they can be read"
+            )
 
     # -- abort before the point of no return --------------------------------------------
 

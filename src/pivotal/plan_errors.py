@@ -35,6 +35,7 @@ class ErrorCode(StrEnum):
     FACT_UNAVAILABLE = "fact_unavailable"
     FACTS_ERROR = "facts_error"  # the app's facts() raised
     REQUEST_MISMATCH = "request_mismatch"  # the plan acts on another order or customer
+    ON_BEHALF_OF_REQUIRED = "on_behalf_of_required"  # name the person the plan is for
     PLAN_CHECK_FAILED = "plan_check_failed"
     PLAN_CHECK_ERROR = "plan_check_error"  # a plan-level check raised
 

@@ -33,6 +33,7 @@ from typing import Protocol, runtime_checkable
 from pivotal.clock import Clock, SystemClock
 from pivotal.errors import InvalidInput, PivotalError, StoreError
 from pivotal.outbox import Message
+from pivotal.redaction import redact
 from pivotal.retry import RetryPolicy
 from pivotal.store.base import Store
 
@@ -239,7 +240,11 @@ class Relay:
                 next_attempt_at=due,
             )
         except StoreError as exc:
-            log.error("could not settle %s (it will be delivered again): %s", message.id, exc)
+            log.error(
+                "could not settle %s (it will be delivered again): %s",
+                message.id,
+                redact(str(exc)),
+            )
             return self._settled(message, "unsettled", error)
         if not held:
             log.warning("%s passed to another relay before it was settled", message.id)
@@ -263,7 +268,10 @@ class Relay:
         ]
         if not failures:
             return None
-        text = "; ".join(f.message for f in failures)
+        # the error is logged, kept in the ledger and shown by `pivotal outbox list`: a
+        # webhook URL's password or token in it (a sink's name, an HTTP client's message)
+        # is redacted first
+        text = redact("; ".join(f.message for f in failures))
         waits = [f.retry_after for f in failures if f.retry_after is not None]
         after = max(waits) if waits else None
         if any(isinstance(f, DeliveryRejected) for f in failures):
@@ -318,7 +326,7 @@ class Relay:
             except Exception as exc:  # the ledger unreachable, or a bug: never a dead relay
                 if until_idle:
                     raise
-                log.error("relay round failed: %s: %s", type(exc).__name__, exc)
+                log.error("relay round failed: %s: %s", type(exc).__name__, redact(str(exc)))
             else:
                 total.add(report)
                 if until_idle and report.claimed == 0:

@@ -14,6 +14,7 @@ from rich.text import Text
 from pivotal.plan import Provenance
 from pivotal.state import Event, EventType, SagaState, SagaStatus
 from pivotal.store.base import DeadLetter, PendingApproval, SagaSummary
+from pivotal.terminal import safe_text
 
 STATUS_STYLE = {
     SagaStatus.COMPLETED: "bold green",
@@ -94,9 +95,9 @@ def timeline(state: SagaState, events: Sequence[Event]) -> Table:
         table.add_row(
             f"{(e.at - start) * 1000:.0f}",
             Text(e.type.value, style=EVENT_STYLE.get(e.type, "")),
-            Text(name),
+            safe_text(name),
             "" if e.attempt is None else str(e.attempt),
-            Text(_detail(e)),
+            safe_text(_detail(e)),
         )
     return table
 
@@ -109,12 +110,12 @@ def steps_table(state: SagaState) -> Table:
         undo = "" if r.undo_status.value == "none" else f"{r.undo_status.value} ({r.undo_attempts})"
         table.add_row(
             str(r.index) + ("" if r.group is None else f" ∥{r.group}"),
-            Text(r.name),
+            safe_text(r.name),
             r.kind,
             r.status.value,
             str(r.attempts),
             undo,
-            Text(_short(r.undo_error or r.error or r.result, 70)),
+            safe_text(_short(r.undo_error or r.error or r.result, 70)),
         )
     return table
 
@@ -131,25 +132,25 @@ def saga_view(
     progress, or why a worker gave it back unrun (it cannot serve it), as the ledger keeps
     it until the saga moves on."""
     head = Table.grid(padding=(0, 2))
-    head.add_row("saga", Text(state.saga_id, style="bold"))
+    head.add_row("saga", safe_text(state.saga_id, "bold"))
     digest = catalogue_digest_of(events)
     planned = f" (planned against digest {digest})" if digest else ""
-    head.add_row("catalogue", Text(state.catalogue + planned))
+    head.add_row("catalogue", safe_text(state.catalogue + planned))
     head.add_row("status", status_text(state.status))
     if state.reason:
-        head.add_row("reason", Text(state.reason))
+        head.add_row("reason", safe_text(state.reason))
     if last_error:
-        head.add_row("last error", Text(last_error))
+        head.add_row("last error", safe_text(last_error))
     head.add_row("created", when(state.created_at))
     if provenance is not None:
         fields = provenance.model_dump(exclude_none=True, mode="json")
-        head.add_row("provenance", Text(", ".join(f"{k}={v}" for k, v in fields.items())))
+        head.add_row("provenance", safe_text(", ".join(f"{k}={v}" for k, v in fields.items())))
     if rationale:
-        head.add_row("rationale", Text(rationale))
+        head.add_row("rationale", safe_text(rationale))
     if state.approval is not None:
         a = state.approval
         by = f" by {a.approver}" if a.approver else ""
-        head.add_row("approval", Text(f"{a.status.value}{by} — {a.reason}"))
+        head.add_row("approval", safe_text(f"{a.status.value}{by} — {a.reason}"))
     return Group(
         Panel(head, expand=False),
         steps_table(state),
@@ -172,11 +173,11 @@ def sagas_table(sagas: Iterable[SagaSummary]) -> Table:
         table.add_column(col)
     for s in sagas:
         table.add_row(
-            Text(s.saga_id),
-            Text(s.catalogue),
+            safe_text(s.saga_id),
+            safe_text(s.catalogue),
             status_text(s.status),
             when(s.updated_at),
-            Text(_short(s.reason, 80)),
+            safe_text(_short(s.reason, 80)),
         )
     return table
 
@@ -188,11 +189,11 @@ def approvals_table(items: Iterable[PendingApproval]) -> Table:
     for p in items:
         a = p.approval
         table.add_row(
-            Text(p.saga_id),
-            Text(p.catalogue),
-            Text(p.step_name),
-            Text(a.reason),
-            Text(_short(a.rationale, 60)),
+            safe_text(p.saga_id),
+            safe_text(p.catalogue),
+            safe_text(p.step_name),
+            safe_text(a.reason),
+            safe_text(_short(a.rationale, 60)),
             when(a.expires_at),
         )
     return table
@@ -205,11 +206,11 @@ def dead_letters_table(items: Iterable[DeadLetter]) -> Table:
     for d in items:
         table.add_row(
             str(d.id),
-            Text(d.saga_id),
-            Text(d.step_name),
-            Text(d.undo_key),
+            safe_text(d.saga_id),
+            safe_text(d.step_name),
+            safe_text(d.undo_key),
             str(d.attempts),
             d.status,
-            Text(_short(d.error, 70)),
+            safe_text(_short(d.error, 70)),
         )
     return table

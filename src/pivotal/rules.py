@@ -22,7 +22,9 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 
+from pivotal.four_eyes import names_whom
 from pivotal.identity import canonical_text, same
 from pivotal.plan import Plan
 from pivotal.plan_errors import ErrorCode, PlanError
@@ -36,6 +38,7 @@ __all__ = [
     "Free",
     "FromFact",
     "FromFactRows",
+    "OnBehalfOfAbove",
     "PlanRule",
     "PlanView",
     "Required",
@@ -428,6 +431,59 @@ class FromFactRows(PlanRule):
 
     def binds(self, step: str, arg: str) -> bool:
         return step == self.step and arg in self.fields
+
+
+@dataclass(frozen=True)
+class OnBehalfOfAbove(PlanRule):
+    """A plan with a call (among ``steps``, or any) whose ``field`` is above ``amount`` must
+    name the person it is for (``provenance.on_behalf_of``), who then cannot approve it
+    (four-eyes). Each call is compared on its own: an authorisation and its capture are one
+    payment, not two."""
+
+    amount: Decimal | int | float | str
+    steps: Sequence[str] | None = field(default=None, kw_only=True)
+    field: str = field(default="amount", kw_only=True)  # last: it shadows ``field`` here
+
+    def __post_init__(self) -> None:
+        if _decimal(self.amount) is None:
+            raise ValueError(f"OnBehalfOfAbove needs a finite amount, not {self.amount!r}")
+
+    def check(self, view: PlanView) -> list[PlanError]:
+        limit = _decimal(self.amount)
+        assert limit is not None
+        above = [c for c in view.named(self.steps) if (_decimal(c.value(self.field)) or 0) > limit]
+        if not above or names_whom(view.plan):
+            return []
+        c = above[0]
+        return [
+            PlanError(
+                ErrorCode.ON_BEHALF_OF_REQUIRED,
+                f"{c.name}.{self.field} is {_given(c, self.field)}, above {limit:f}: the plan "
+                "must name the person it is for in provenance.on_behalf_of",
+                path="provenance.on_behalf_of",
+            )
+        ]
+
+    def describe(self) -> str:
+        where = "any call" if self.steps is None else " or ".join(self.steps)
+        return (
+            f"a plan whose {where} has {self.field} above {_decimal(self.amount):f} must name "
+            "the person it is for (provenance.on_behalf_of)"
+        )
+
+    def mentions(self) -> set[str]:
+        return set(self.steps or ())
+
+
+def _decimal(value: object) -> Decimal | None:
+    """A number as a finite decimal, else None (text that is no number, a bool, None)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        return None
+    try:
+        number = Decimal(str(value))
+    except InvalidOperation:
+        return None
+    return number if number.is_finite() else None
 
 
 def _rows(value: object) -> list[Mapping[str, object]] | None:

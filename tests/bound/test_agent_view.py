@@ -9,7 +9,10 @@ import httpx
 from harmful import fulfilment
 
 from pivotal import Orchestrator
-from pivotal.agent_view import WAITING, SagaView, agent_saga
+from pivotal.agent_view import WAITING, SagaView
+from pivotal.saga_scope import scoped, view
+
+MINE, UNDONE = scoped("agent-7", "mine"), scoped("agent-7", "undone")  # as stored
 
 
 async def test_an_agent_sees_over_http_what_mcp_shows_and_not_the_threshold(
@@ -17,12 +20,13 @@ async def test_an_agent_sees_over_http_what_mcp_shows_and_not_the_threshold(
 ) -> None:
     submitted = await agent.post("/v1/sagas", json=fulfilment(), params={"saga_id": "mine"})
     assert submitted.status_code == 201, submitted.text
-    waiting = await orchestrator.run("mine")
+    waiting = await orchestrator.run(MINE)
     assert waiting.approval is not None
     assert "150" in waiting.approval.reason
     seen = (await agent.get("/v1/sagas/mine")).json()
-    stored = await orchestrator.get("mine")
-    assert seen == agent_saga(stored).model_dump(mode="json")
+    stored = await orchestrator.get(MINE)
+    assert seen == view("agent-7", stored).model_dump(mode="json")
+    assert seen["saga_id"] == "mine"
     assert set(seen) == set(SagaView.model_fields)
     assert seen["sign_off"]["reason"] == WAITING
     text = json.dumps(seen)
@@ -39,8 +43,8 @@ async def test_an_agent_sees_no_undo_key_note_or_provider_result(
 ) -> None:
     submitted = await agent.post("/v1/sagas", json=fulfilment(), params={"saga_id": "undone"})
     assert submitted.status_code == 201
-    await orchestrator.run("undone")
-    state = await orchestrator.reject("undone", "ops-lead", "not today")
+    await orchestrator.run(UNDONE)
+    state = await orchestrator.reject(UNDONE, "ops-lead", "not today")
     assert state.status.value == "compensated"
     seen = (await agent.get("/v1/sagas/undone")).json()
     text = json.dumps(seen)

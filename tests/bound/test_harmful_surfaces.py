@@ -19,6 +19,7 @@ from mcp import Client
 from pivotal import Orchestrator, SQLiteStore
 from pivotal.examples.commerce import CommerceServices
 from pivotal.planning import PlanningOutcome, PlanRequest, ScriptedPlanner, plan_and_submit
+from pivotal.saga_scope import scoped
 from pivotal.store import Store
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"
@@ -126,7 +127,8 @@ async def test_pivotal_mcp_refuses_every_one_and_records_only_the_right_plans(
             done = await client.call_tool("submit_plan", {"plan": right(), "saga_id": f"ok-{n}"})
             assert not done.is_error, done.content
     async with SQLiteStore(tmp_path / "ledger.db") as ledger:
-        assert sorted(s.saga_id for s in await ledger.list_sagas()) == ["ok-0", "ok-1"]
+        found = sorted(s.saga_id for s in await ledger.list_sagas())
+        assert found == [scoped("order-agent", "ok-0"), scoped("order-agent", "ok-1")]
     world = CommerceServices(tmp_path / "commerce.db")
     try:
         assert world.calls() == []  # nothing ran: a worker carries out what is recorded

@@ -231,3 +231,17 @@ async def test_a_refused_write_keeps_nothing_and_the_store_goes_on(
     await store.commit(state, after, [event], None)
     assert [e.type for e in await store.events("s1")][-1] is EventType.STEP_STARTED
     assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+async def test_tokens_keep_whether_they_require_on_behalf_of(store: Store) -> None:
+    plain = await store.create_token("bot", "agent", "hash-1", NOW)
+    strict = await store.create_token(
+        "strict", "agent", "hash-2", NOW + 1, require_on_behalf_of=True
+    )
+    assert (plain.require_on_behalf_of, strict.require_on_behalf_of) == (False, True)
+    found = await store.token_by_hash("hash-2")
+    assert found == strict
+    assert [t.require_on_behalf_of for t in await store.list_tokens()] == [False, True]
+    revoked = await store.revoke_token(strict.id, NOW + 2)
+    assert revoked is not None
+    assert revoked.require_on_behalf_of is True

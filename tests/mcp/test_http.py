@@ -24,6 +24,7 @@ from mcp import Client
 from pivotal import Orchestrator
 from pivotal.mcp import PATH, TOOL_NAMES
 from pivotal.principals import hash_token
+from pivotal.saga_scope import scoped
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -63,13 +64,33 @@ async def test_an_agent_token_gets_the_tools_and_is_the_proposer(orch: Orchestra
             seen = data(await call(client, "get_saga", saga_id="sg-http"))
             assert seen["status"] == "submitted"
         async with agent(url, other) as client:
-            # another agent neither sees the saga nor takes over its id
+            # another agent neither sees the saga nor takes over its id: the id is its own
             hidden = error(await call(client, "get_saga", saga_id="sg-http"))
             assert hidden["error"] == "saga_not_found"
-            taken = error(await call(client, "submit_plan", plan=plan, saga_id="sg-http"))
-            assert taken["error"] == "saga_conflict"
-    stored = await orch.get("sg-http")
+            own = data(await call(client, "submit_plan", plan=plan, saga_id="sg-http"))
+            assert (own["created"], own["saga_id"]) == (True, "sg-http")
+    stored = await orch.get(scoped("scheduler-bot", "sg-http"))
     assert stored.plan.provenance.actor_id == "scheduler-bot"
+    theirs = await orch.get(scoped("other-bot", "sg-http"))
+    assert theirs.plan.provenance.actor_id == "other-bot"
+
+
+async def test_a_token_that_requires_on_behalf_of_refuses_a_plan_without_it(
+    orch: Orchestrator,
+) -> None:
+    secret = "pvt_test_strict_bot"
+    await orch.store.create_token(
+        "strict-bot", "agent", hash_token(secret), 0.0, require_on_behalf_of=True
+    )
+    async with serving(orch) as url, agent(url, secret) as client:
+        refused = error(await call(client, "submit_plan", plan=checkout(), saga_id="sg-1"))
+        assert refused["error"] == "on_behalf_of_required"
+        assert await orch.store.load(scoped("strict-bot", "sg-1")) is None
+        plan = checkout(provenance={"on_behalf_of": "ana"})
+        submitted = data(await call(client, "submit_plan", plan=plan, saga_id="sg-1"))
+        assert submitted["submitted_by"] == "strict-bot"
+    stored = await orch.get(scoped("strict-bot", "sg-1"))
+    assert stored.plan.provenance.on_behalf_of == "ana"
 
 
 @pytest.mark.parametrize(

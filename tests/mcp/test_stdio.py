@@ -16,6 +16,7 @@ from mcp import Client
 from pivotal import ActorType, SagaStatus, SQLiteStore
 from pivotal.examples.commerce import CommerceServices
 from pivotal.mcp import TOOL_NAMES
+from pivotal.saga_scope import scoped
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"
 
@@ -52,7 +53,7 @@ async def test_stdio_serves_the_tools_and_names_the_client(tmp_path: Path) -> No
         assert isinstance(submitted, CallToolResult)
         assert data(submitted)["submitted_by"] == "desktop-agent"
     async with SQLiteStore(tmp_path / "ledger.db") as store:
-        stored = await store.load("sg-io")
+        stored = await store.load(scoped("desktop-agent", "sg-io"))
     assert stored is not None
     assert stored.state.status is SagaStatus.SUBMITTED
     assert stored.plan.provenance.actor_type is ActorType.AGENT

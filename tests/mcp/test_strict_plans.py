@@ -1,6 +1,7 @@
 """MCP reads a plan as strictly as the CLI and the HTTP API: over stdio and over HTTP, a plan
 object reaches the tool as the JSON text it was sent as, so a key given twice is refused and
-the same size limits hold (one parser, ``parse_plan``, for every surface)."""
+the same size limits hold (one parser, ``parse_plan``, for every surface): a plan over 256 KiB
+is refused as ``plan_too_large`` by both tools, long before the transport's own 4 MiB cap."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ DUPLICATE_PLAN = (
     '{"catalogue": "fulfilment", "steps": [{"name": "capture_payment", "args": '
     '{"order_id": "4471", "amount": "180", "amount": "1"}}]}'
 )
+# a plan over parse_plan's 256 KiB, well under the MCP transport's 4 MiB message cap
+TOO_BIG_PLAN = json.dumps({"catalogue": "fulfilment", "steps": [], "rationale": "x" * 300_000})
 
 
 def tool_call(n: int, tool: str, arguments: str) -> str:
@@ -73,7 +76,9 @@ async def _line(process: asyncio.subprocess.Process) -> dict[str, Any]:
 
 
 @pytest.mark.timeout(120)
-async def test_pivotal_mcp_over_stdio_refuses_a_key_given_twice(tmp_path: Path) -> None:
+async def test_pivotal_mcp_over_stdio_refuses_a_key_given_twice_and_a_plan_too_big(
+    tmp_path: Path,
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIVOTAL_")}
     process = await asyncio.create_subprocess_exec(
         str(PIVOTAL),
@@ -100,6 +105,12 @@ async def test_pivotal_mcp_over_stdio_refuses_a_key_given_twice(tmp_path: Path) 
             text = answer["content"][0]["text"]
             assert "'amount' appears twice" in text, text
             assert "plan_malformed" in text
+        for n, tool in ((4, "validate_plan"), (5, "submit_plan")):
+            process.stdin.write((tool_call(n, tool, f'{{"plan": {TOO_BIG_PLAN}}}') + "\n").encode())
+            answer = (await _line(process))["result"]
+            text = answer["content"][0]["text"]
+            assert "at most 262144 are read" in text, text[:500]
+            assert "plan_too_large" in text
     finally:
         process.stdin.close()
         await asyncio.wait_for(process.wait(), 30)
@@ -125,7 +136,9 @@ def _answer(response: httpx.Response) -> dict[str, Any]:
 
 
 @pytest.mark.timeout(120)
-async def test_pivotal_mcp_over_http_refuses_a_key_given_twice(orchestrator: Orchestrator) -> None:
+async def test_pivotal_mcp_over_http_refuses_a_key_given_twice_and_a_plan_too_big(
+    orchestrator: Orchestrator,
+) -> None:
     secret = "pvt_test_http_agent"
     await orchestrator.store.create_token("http-agent", "agent", hash_token(secret), 0.0)
     headers = {
@@ -147,6 +160,11 @@ async def test_pivotal_mcp_over_http_refuses_a_key_given_twice(orchestrator: Orc
         answer = _answer(await http.post(url, content=body, headers=headers))["result"]
         assert answer["isError"] is True
         assert "'amount' appears twice" in answer["content"][0]["text"]
+        body = tool_call(3, "submit_plan", f'{{"plan": {TOO_BIG_PLAN}}}')
+        answer = _answer(await http.post(url, content=body, headers=headers))["result"]
+        assert answer["isError"] is True
+        assert "at most 262144 are read" in answer["content"][0]["text"]
+        assert "plan_too_large" in answer["content"][0]["text"]
         too_big = await http.post(url, content=b" " * (5 * 1024 * 1024), headers=headers)
         assert too_big.status_code == 413
     assert await orchestrator.store.list_sagas() == []

@@ -13,6 +13,7 @@ from mcp_types import CallToolResult, Implementation
 from mcp import Client
 from pivotal import ActorType, Orchestrator, SagaStatus
 from pivotal.mcp import TOOL_NAMES, build_server
+from pivotal.saga_scope import scoped
 from pivotal.store import Store
 
 
@@ -122,7 +123,7 @@ async def test_submit_records_the_saga_and_the_calling_agent(
     assert result["created"] is True
     assert result["submitted_by"] == AGENT
     assert "get_saga" in result["next"]
-    stored = await orch.get("sg-mcp-1")
+    stored = await orch.get(scoped(AGENT, "sg-mcp-1"))  # the agent's own namespace
     assert stored.state.status is SagaStatus.SUBMITTED  # recorded, never run here
     assert stored.plan.provenance.actor_type is ActorType.AGENT
     assert stored.plan.provenance.actor_id == AGENT  # the plan cannot say who it is
@@ -144,7 +145,7 @@ async def test_the_same_id_with_another_plan_is_a_conflict(call: Call, orch: Orc
     conflict = error(await call("submit_plan", plan=other, saga_id="sg-taken"))
     assert conflict["error"] == "saga_conflict"
     assert "omit saga_id" in conflict["message"]
-    assert (await orch.get("sg-taken")).plan.rationale == "customer checkout"
+    assert (await orch.get(scoped(AGENT, "sg-taken"))).plan.rationale == "customer checkout"
 
 
 async def test_an_invalid_plan_or_saga_id_records_nothing(call: Call, orch: Orchestrator) -> None:
@@ -165,7 +166,7 @@ async def test_get_saga_after_a_run(call: Call, orch: Orchestrator) -> None:
     waiting = data(await call("get_saga", saga_id=saga_id))
     assert waiting["status"] == "submitted"
     assert waiting["finished"] is False
-    await orch.run(saga_id)  # what a worker does
+    await orch.run(scoped(AGENT, saga_id))  # what a worker does, by the stored id
     done = data(await call("get_saga", saga_id=saga_id))
     assert done["status"] == "completed"
     assert done["finished"] is True
@@ -195,7 +196,7 @@ async def test_get_saga_shows_a_pending_sign_off(call: Call, orch: Orchestrator)
     }
     submitted = data(await call("submit_plan", plan=plan))
     assert "capture_payment" in submitted["next"]
-    await orch.run(submitted["saga_id"])
+    await orch.run(scoped(AGENT, submitted["saga_id"]))
     view = data(await call("get_saga", saga_id=submitted["saga_id"]))
     assert view["status"] == "awaiting_approval"
     assert view["sign_off"]["step_name"] == "capture_payment"
@@ -214,7 +215,7 @@ async def test_submit_on_both_backends(store: Store, orch_over: Any) -> None:
         assert data(result)["created"] is True
         again = await client.call_tool("submit_plan", {"plan": checkout(), "saga_id": "sg-b"})
         assert data(again)["created"] is False
-    stored = await store.load("sg-b")
+    stored = await store.load(scoped(AGENT, "sg-b"))
     assert stored is not None
     assert stored.plan.provenance.actor_id == AGENT
 
@@ -227,7 +228,9 @@ async def test_the_client_name_of_the_initialize_handshake_is_the_proposer(
         result = await client.call_tool("submit_plan", {"plan": checkout(), "saga_id": "sg-l"})
         assert isinstance(result, CallToolResult)
         assert data(result)["submitted_by"] == "legacy-agent"
-    assert (await orch.get("sg-l")).plan.provenance.actor_id == "legacy-agent"
+    assert (
+        await orch.get(scoped("legacy-agent", "sg-l"))
+    ).plan.provenance.actor_id == "legacy-agent"
 
 
 async def test_a_server_that_needs_tokens_never_takes_an_unnamed_caller(

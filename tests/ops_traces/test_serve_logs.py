@@ -39,7 +39,8 @@ def test_serve_check_with_json_log_lines(tmp_path: Path) -> None:
         True,
     )
 
-    trusted = [*args, "--trust-proxy-header", "X-User", "--log-format", "json", "--json"]
+    proxy = ["--trust-proxy-header", "X-User", "--trusted-proxy", "127.0.0.1"]
+    trusted = [*args, *proxy, "--log-format", "json", "--json"]
     done = CliRunner().invoke(cli, trusted)
     assert done.exit_code == 0, done.stderr
     assert json.loads(done.stdout)["ready"] is True  # stdout keeps the command's answer

@@ -9,6 +9,7 @@ from server_api import Clients, add_token, as_json, plan_body
 
 from pivotal import FakeClock
 from pivotal.principals import Role
+from pivotal.saga_scope import scoped
 from pivotal.server.limits import MAX_BODY
 from pivotal.store import Store
 
@@ -49,7 +50,7 @@ async def test_submit_is_idempotent_on_the_saga_id_and_409_on_another_plan(
     assert other.status_code == 409
     assert other.json()["error"]["code"] == "saga_conflict"
     assert len(await store.list_sagas()) == 1
-    stored = await store.load("s-1")
+    stored = await store.load(scoped("agent", "s-1"))  # its own namespace (test_saga_id_scope)
     assert stored is not None
     assert stored.state.status.value == "submitted"  # recorded only: nothing ran
 
@@ -70,7 +71,7 @@ async def test_the_actor_comes_from_the_token_not_the_body(as_role: Clients, sto
     forged = plan_body(provenance={"actor_type": "human", "actor_id": "approver"})
     reply = await as_role[Role.AGENT].post("/v1/sagas?saga_id=s-1", content=as_json(forged))
     assert reply.status_code == 201
-    stored = await store.load("s-1")
+    stored = await store.load(scoped("agent", "s-1"))
     assert stored is not None
     assert stored.plan.provenance.actor_type == "agent"
     assert stored.plan.provenance.actor_id == "agent"
@@ -97,7 +98,9 @@ async def test_an_agent_reads_its_own_sagas_only(
     assert all("result" not in s for s in body["steps"])
     assert (await agent.get("/v1/sagas/theirs")).status_code == 404
     assert (await agent.get("/v1/sagas")).status_code == 403  # no listing of others' sagas
-    assert (await as_role[Role.VIEWER].get("/v1/sagas/theirs")).status_code == 200
+    assert (await agent.get(f"/v1/sagas/{scoped('other-agent', 'theirs')}")).status_code == 404
+    viewer = as_role[Role.VIEWER]  # people use the stored id
+    assert (await viewer.get(f"/v1/sagas/{scoped('other-agent', 'theirs')}")).status_code == 200
 
 
 async def test_the_catalogue_is_shown_as_a_planner_sees_it_never_an_undo(
@@ -161,7 +164,7 @@ async def test_every_list_is_paginated(as_role: Clients) -> None:
     seen = {s["saga_id"] for s in first["items"] + last["items"]}
     middle = (await viewer.get("/v1/sagas?limit=2&offset=2")).json()
     seen |= {s["saga_id"] for s in middle["items"]}
-    assert seen == {f"s-{n}" for n in range(5)}
+    assert seen == {scoped("agent", f"s-{n}") for n in range(5)}
     for path in ("/v1/sagas", "/v1/approvals", "/v1/dead-letters", "/v1/escalations"):
         assert (await viewer.get(f"{path}?limit=500")).status_code == 200
         for bad in ("limit=501", "limit=0", "offset=-1", "limit=abc"):

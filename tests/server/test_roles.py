@@ -82,9 +82,20 @@ async def test_health_needs_no_token(client: MakeClient) -> None:
     ready = await anonymous.get("/readyz")
     assert ready.status_code == 200
     assert ready.json()["status"] == "ready"
-    spec = await anonymous.get("/openapi.json")
+    assert (await anonymous.get("/openapi.json")).status_code == 401  # a token of any role
+
+
+async def test_the_openapi_document_needs_a_token_and_there_is_no_swagger_page(
+    as_role: Clients, client: MakeClient
+) -> None:
+    spec = await as_role[Role.AGENT].get("/openapi.json")
     assert spec.status_code == 200
     assert "/v1/approvals/{saga_id}/approve" in spec.json()["paths"]
+    assert spec.headers["x-content-type-options"] == "nosniff"
+    assert "default-src 'none'" in spec.headers["content-security-policy"]
+    for page in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        assert (await as_role[Role.ADMIN].get(page)).status_code == 404
+        assert (await client(None).get(page)).status_code == 404
 
 
 async def test_readyz_on_a_closed_store_is_503(store: Store, client: MakeClient) -> None:

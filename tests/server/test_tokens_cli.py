@@ -81,6 +81,75 @@ def test_tokens_create_list_revoke_and_a_revoked_token_is_401(
     assert "error [invalid_input]" in err
 
 
+def listed(ledger: Path) -> list[dict[str, object]]:
+    status, out, err = pivotal(ledger, "tokens", "list", "--json")
+    assert status == 0, err
+    found: list[dict[str, object]] = json.loads(out)
+    return found
+
+
+def test_a_name_that_folds_to_a_live_principal_needs_same_person(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.db"
+    status, out, err = pivotal(
+        ledger, "tokens", "create", "--name", "alice", "--role", "approver", "--json"
+    )
+    assert status == 0, err
+    first = json.loads(out)
+    for spelling in ("alice", " ALICE ", "\uff41lice", "Alice"):
+        status, out, err = pivotal(
+            ledger, "tokens", "create", "--name", spelling, "--role", "agent"
+        )
+        assert status == 2, (spelling, out)
+        assert err.startswith("error [name_taken]"), err
+        assert "--same-person" in err
+        assert "pvt_" not in out  # nothing was made, nothing shown
+    # an invisible character is not printable: refused before it is compared
+    status, _, err = pivotal(ledger, "tokens", "create", "--name", "alice\u200b", "--role", "agent")
+    assert status == 2
+    assert err.startswith("error [invalid_input]")
+    assert [t["name"] for t in listed(ledger)] == ["alice"]
+    # a second token for the same person, asked for
+    status, out, err = pivotal(
+        ledger, "tokens", "create", "--name", "Alice", "--role", "approver", "--same-person"
+    )
+    assert status == 0, err
+    assert [t["name"] for t in listed(ledger)] == ["alice", "Alice"]
+    # a name whose tokens are all revoked is free again
+    status, out, err = pivotal(ledger, "tokens", "create", "--name", "bob", "--role", "viewer")
+    assert status == 0, err
+    [bob] = [t for t in listed(ledger) if t["name"] == "bob"]
+    assert pivotal(ledger, "tokens", "revoke", str(bob["id"]))[0] == 0
+    status, out, err = pivotal(ledger, "tokens", "create", "--name", "Bob", "--role", "viewer")
+    assert status == 0, err
+    assert first["require_on_behalf_of"] is False
+
+
+def test_an_agent_token_may_require_on_behalf_of(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.db"
+    status, out, err = pivotal(
+        ledger,
+        "tokens",
+        "create",
+        "--name",
+        "strict-bot",
+        "--role",
+        "agent",
+        "--require-on-behalf-of",
+        "--json",
+    )
+    assert status == 0, err
+    assert json.loads(out)["require_on_behalf_of"] is True
+    [kept] = listed(ledger)
+    assert kept["require_on_behalf_of"] is True
+    assert "required" in pivotal(ledger, "tokens", "list")[1]
+    status, out, err = pivotal(
+        ledger, "tokens", "create", "--name", "ann", "--role", "approver", "--require-on-behalf-of"
+    )
+    assert status == 2
+    assert err.startswith("error [invalid_input]")
+    assert [t["name"] for t in listed(ledger)] == ["strict-bot"]
+
+
 def test_serve_check_builds_the_api_without_listening(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.db"
     done = CliRunner().invoke(

@@ -15,10 +15,8 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import typer
-from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
@@ -38,16 +36,20 @@ from pivotal.observability.tracing import from_environment
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import DEFAULT_LIMITS
 from pivotal.plan_errors import PlanError
+from pivotal.redaction import redact, redact_url
 from pivotal.render import status_text
 from pivotal.state import SagaState
 from pivotal.store import Store, open_store, sqlite_path
+from pivotal.terminal import SafeConsole, printable
 
 T = TypeVar("T")
 
-# Nothing printed is read as console markup: ids, names and reasons come from users. Errors
-# are never wrapped, so a long message stays one line a terminal or a log can search.
-out = Console(markup=False, highlight=False, soft_wrap=True)
-err = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
+# Nothing printed is read as console markup or reaches the terminal as a control sequence:
+# ids, names and reasons come from users and agents (SafeConsole escapes every control and
+# bidi character it renders; views escape their cells with pivotal.terminal.safe_text).
+# Errors are never wrapped, so a long message stays one line a terminal or a log can search.
+out = SafeConsole(soft_wrap=True)
+err = SafeConsole(stderr=True, soft_wrap=True)
 
 EXIT_INVALID = 1  # the plan is invalid (malformed or rejected)
 EXIT_ERROR = 2  # any other error, usage errors included
@@ -69,19 +71,6 @@ def brief(value: object, limit: int = ECHO) -> str:
     return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
 
 
-def redact(url: str) -> str:
-    """A ledger URL fit to print: a password is replaced by ***."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        host = parts.netloc.rpartition("@")[2]
-        user = parts.username or ""
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-    except ValueError:
-        return url
-
-
 # -- errors ------------------------------------------------------------------------------
 
 
@@ -92,7 +81,10 @@ class AppRequired(AppLoadError):
 
 
 def print_error(code: str, message: str) -> None:
-    err.print(Text.assemble(("error", "red"), f" [{code}]: {brief(message, MESSAGE)}"))
+    """``error [code]: message`` on stderr, on one line, with secrets (a URL's password,
+    a conninfo's ``password=``) redacted and control characters escaped."""
+    shown = printable(brief(redact(message), MESSAGE))
+    err.print(Text.assemble(("error", "red"), f" [{printable(code)}]: {shown}"))
 
 
 def print_plan_errors(errors: Sequence[PlanError], outcome: str) -> None:
@@ -101,7 +93,7 @@ def print_plan_errors(errors: Sequence[PlanError], outcome: str) -> None:
     print_error("plan_rejected", f"the plan has {count}; {outcome}")
     for e in errors:
         line = f"  [{e.code.value}] {e.where()}: {brief(e.message, MESSAGE)}"
-        err.print(Text(line))
+        err.print(Text(printable(line)))
 
 
 def _click_class(name: str) -> type[Exception]:
@@ -210,7 +202,7 @@ class Settings:
 
     @property
     def ledger(self) -> str:
-        return brief(redact(self.db))
+        return brief(redact_url(self.db))
 
     def example_state(self) -> Path:
         """Where the bundled example keeps its simulated services: ``$PIVOTAL_COMMERCE_STATE``
@@ -390,7 +382,7 @@ def note_cut(shown: int, total: int | None, limit: int, what: str, *, as_json: b
         text = f"the first {shown} {what} are shown; --limit N shows more"
     else:
         text = f"{shown} of {total} {what} shown; --limit {total} shows them all"
-    (err if as_json else out).print(Text(text))
+    (err if as_json else out).print(Text(printable(text)))
 
 
 def valid_id(value: int) -> bool:
@@ -450,5 +442,6 @@ def print_outcome(state: SagaState, as_json: bool, **extra: Any) -> None:
     if as_json:
         dump(extra | outcome(state))
         return
-    reason = Text(" " + brief(state.reason, MESSAGE)) if state.reason else ""
-    out.print(Text(f"saga {brief(state.saga_id)}: "), status_text(state.status), reason, sep="")
+    reason = Text(" " + printable(brief(state.reason, MESSAGE))) if state.reason else ""
+    saga = Text(f"saga {printable(brief(state.saga_id))}: ")
+    out.print(saga, status_text(state.status), reason, sep="")

@@ -37,8 +37,10 @@ from pivotal.cli._shared import (
 )
 from pivotal.errors import InvalidInput, PivotalError
 from pivotal.outbox import Message
+from pivotal.redaction import redact
 from pivotal.relay import CallableSink, Relay, RelayReport, Settled, Sink
 from pivotal.store import Store
+from pivotal.terminal import safe_text
 
 outbox = new_group("Messages committed with the sagas, and their delivery.")
 
@@ -78,12 +80,12 @@ def messages_table(items: list[Message]) -> Table:
     for m in items:
         table.add_row(
             str(m.seq),
-            Text(m.id),
-            Text(m.type),
+            safe_text(m.id),
+            safe_text(m.type),
             m.status,
             str(m.attempts),
             _when(m.next_attempt_at) if m.status == "pending" else "",
-            Text(brief(m.last_error or "", 70)),
+            safe_text(brief(m.last_error or "", 70)),
         )
     return table
 
@@ -131,7 +133,7 @@ def outbox_replay(
     if as_json:
         dump({"id": message_id, "status": "pending"})
     else:
-        out.print(Text(f"message {message_id}: due again now"))
+        out.print(safe_text(f"message {message_id}: due again now"))
 
 
 @outbox.command("new-secret")
@@ -266,7 +268,7 @@ def outbox_relay(
         settled.append(line)
         if not as_json:
             text = f"{outcome} {message.id} {message.type}"
-            out.print(Text(text + (f": {brief(error, 300)}" if error else "")))
+            out.print(safe_text(text + (f": {redact(brief(error, 300))}" if error else "")))
 
     async def work() -> RelayReport:
         async with (

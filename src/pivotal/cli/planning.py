@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.text import Text
 
 from pivotal.app import trusted_facts
 from pivotal.cli._shared import (
@@ -43,6 +42,7 @@ from pivotal.planning.views import escalation_view, escalations_table, run_view,
 from pivotal.render import status_text
 from pivotal.state import SagaState
 from pivotal.store import count_rows
+from pivotal.terminal import safe_text
 
 escalations = new_group("Requests no planner could turn into a valid plan, waiting for a person.")
 shadow = new_group("Plan and score requests with the validator; execute nothing.")
@@ -174,10 +174,10 @@ def _known(app: Any, given: dict[str, Scalar]) -> dict[str, Scalar]:
 def _print_run(planned: PlanningRun, state: SagaState | None) -> None:
     out.print(run_view(planned))
     if state is not None:
-        reason = Text(brief(state.reason or ""))
+        reason = safe_text(brief(state.reason or ""))
         out.print(f"saga {state.saga_id}:", status_text(state.status), reason)
         if state.approval is not None:
-            out.print(Text(f"waiting for approval: {brief(state.approval.reason)}"))
+            out.print(safe_text(f"waiting for approval: {brief(state.approval.reason)}"))
     elif planned.escalation_id is not None:
         eid = planned.escalation_id
         out.print(f"escalated as #{eid}: pivotal escalations show {eid}")
@@ -261,9 +261,9 @@ def escalations_resolve(
             }
         )
         return
-    out.print(Text(f"escalation {escalation.id} resolved by {escalation.resolved_by}"))
+    out.print(safe_text(f"escalation {escalation.id} resolved by {escalation.resolved_by}"))
     if state is not None:
-        reason = Text(brief(state.reason or ""))
+        reason = safe_text(brief(state.reason or ""))
         out.print(f"saga {state.saga_id}:", status_text(state.status), reason)
 
 

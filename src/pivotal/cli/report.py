@@ -31,6 +31,7 @@ from pivotal.report import (
     Report,
     build_report,
 )
+from pivotal.terminal import printable, safe_text
 
 
 def register(cli: typer.Typer) -> None:
@@ -123,7 +124,7 @@ def causes_table(found: Report) -> Table:
         table.add_column(status.value, justify="right")
     for g in found.causes:
         table.add_row(
-            Text(g.cause.label),
+            safe_text(g.cause.label),
             str(g.count),
             *(str(g.statuses.get(s.value, 0) or "") for s in REVIEWED),
         )
@@ -144,7 +145,7 @@ def proposer(p: Provenance | None) -> str:
 
 
 def group_table(group: CauseGroup, show: int) -> Table:
-    title = f"{group.cause.label}: {plural(group.count, 'saga')}"
+    title = f"{printable(group.cause.label)}: {plural(group.count, 'saga')}"
     table = Table(title=title, title_justify="left", header_style="dim")
     for col in ("saga", "catalogue", "status", "ended"):
         table.add_column(col, no_wrap=True)
@@ -155,12 +156,12 @@ def group_table(group: CauseGroup, show: int) -> Table:
         if e.trigger is not None:
             reason = f"[started by {e.trigger.label}] {reason}"
         table.add_row(
-            Text(e.saga_id),
-            Text(e.catalogue),
+            safe_text(e.saga_id),
+            safe_text(e.catalogue),
             status_text(e.status),
             when(e.updated_at),
-            Text(proposer(e.provenance)),
-            Text(reason),
+            safe_text(proposer(e.provenance)),
+            safe_text(reason),
         )
     if group.count > show:
         table.caption = f"{group.count - show} more not shown (--show N, or --json)"
@@ -177,7 +178,7 @@ def planner_parts(planner: PlannerReport) -> list[RenderableType]:
         for mode, counts in planner.outcomes.items()
     )
     parts: list[RenderableType] = [
-        Text(
+        safe_text(
             f"planner: {plural(planner.runs, 'run')}{f' ({modes})' if modes else ''}, "
             f"{plural(planner.rejected_attempts, 'rejected attempt')}, "
             f"{plural(len(planner.escalations), 'escalation')} opened"
@@ -190,7 +191,7 @@ def planner_parts(planner: PlannerReport) -> list[RenderableType]:
         codes.add_column("from")
         for c in planner.codes:
             source = "validator" if c.validator else "planner"
-            codes.add_row(Text(c.code), str(c.errors), str(c.attempts), source)
+            codes.add_row(safe_text(c.code), str(c.errors), str(c.attempts), source)
         parts.append(codes)
     if planner.escalations:
         table = Table(title="escalations", title_justify="left", header_style="dim")
@@ -199,11 +200,11 @@ def planner_parts(planner: PlannerReport) -> list[RenderableType]:
         for e in planner.escalations:
             table.add_row(
                 str(e.id),
-                e.status,
+                safe_text(e.status),
                 when(e.created_at),
-                Text(e.planner),
-                Text(", ".join(e.codes)),
-                Text(e.reason),
+                safe_text(e.planner),
+                safe_text(", ".join(e.codes)),
+                safe_text(e.reason),
             )
         parts.append(table)
     return parts

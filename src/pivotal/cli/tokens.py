@@ -23,8 +23,8 @@ from pivotal.cli._shared import (
     run,
     settings_of,
 )
-from pivotal.errors import InvalidInput
-from pivotal.principals import Role, hash_token, new_token
+from pivotal.errors import InvalidInput, NameTaken
+from pivotal.principals import Role, canonical_person, hash_token, new_token
 from pivotal.store import open_store
 from pivotal.store.base import Token
 
@@ -36,6 +36,23 @@ Name = Annotated[
     ),
 ]
 RoleOption = Annotated[Role, typer.Option("--role", help="What the token may do.")]
+SamePerson = Annotated[
+    bool,
+    typer.Option(
+        "--same-person",
+        help="Add a token for the person a live token already names (names are compared "
+        "folded: case, width, invisible characters); refused without it.",
+    ),
+]
+RequireOnBehalfOf = Annotated[
+    bool,
+    typer.Option(
+        "--require-on-behalf-of",
+        help="Every plan submitted with this (agent) token must name the person it is for "
+        "(provenance.on_behalf_of); one without is refused.",
+    ),
+]
+SUBMITTERS = (Role.AGENT, Role.ADMIN)  # the roles that submit plans
 TokenId = Annotated[str, typer.Argument(metavar="ID", help="The token's id (tokens list).")]
 
 
@@ -45,18 +62,39 @@ def register(cli: typer.Typer) -> None:
 
 @tokens.command("create")
 def tokens_create(
-    ctx: typer.Context, name: Name, role: RoleOption, as_json: JsonFlag = False
+    ctx: typer.Context,
+    name: Name,
+    role: RoleOption,
+    same_person: SamePerson = False,
+    require_on_behalf_of: RequireOnBehalfOf = False,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Create a token for NAME with ROLE; the token is printed once and only its hash kept."""
-    if not name.strip() or not name.isprintable():
+    """Create a token for NAME with ROLE; the token is printed once and only its hash kept.
+
+    A NAME that folds to the name of a live token (canonical_person: "Alice" is "alice") is
+    that person: refused unless --same-person says a token is added for them, since four-eyes
+    tells people apart by that name."""
+    if not canonical_person(name) or not name.isprintable():
         raise InvalidInput("--name needs a printable name")
+    if require_on_behalf_of and role not in SUBMITTERS:
+        raise InvalidInput(
+            f"--require-on-behalf-of is for tokens that submit plans (agent), not {role.value}"
+        )
     secret = new_token()
     settings = settings_of(ctx)
 
     async def work() -> Token:
         check_ledger(settings, create=True)
         async with open_store(settings.db) as store:
-            return await store.create_token(name, role.value, hash_token(secret), time.time())
+            if not same_person:
+                _refuse_taken(name, await store.list_tokens())
+            return await store.create_token(
+                name,
+                role.value,
+                hash_token(secret),
+                time.time(),
+                require_on_behalf_of=require_on_behalf_of,
+            )
 
     token = run(work())
     if as_json:
@@ -67,9 +105,23 @@ def tokens_create(
     out.print(Text("it is shown only now: the ledger keeps its hash"))
 
 
+def _refuse_taken(name: str, known: list[Token]) -> None:
+    """``NameTaken`` when a live token names the same person as ``name``."""
+    wanted = canonical_person(name)
+    taken = [t for t in known if t.revoked_at is None and canonical_person(t.name) == wanted]
+    if taken:
+        ids = ", ".join(t.id for t in taken[:5])
+        raise NameTaken(
+            f"{brief(name)!r} names the same person as the live token(s) {ids} "
+            f"({brief(taken[0].name)!r}): pass --same-person to add a token for that person, "
+            "or choose another name; nothing was created"
+        )
+
+
 @tokens.command("list")
 def tokens_list(ctx: typer.Context, as_json: JsonFlag = False) -> None:
-    """Every token: id, name, role, created, revoked (never the secret)."""
+    """Every token: id, name, role, whether it requires on_behalf_of, created, revoked
+    (never the secret)."""
 
     async def work() -> list[Token]:
         async with reading(settings_of(ctx)) as store:
@@ -79,12 +131,13 @@ def tokens_list(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     if as_json:
         dump([asdict(t) for t in found])
         return
-    table = Table("id", "name", "role", "created", "revoked")
+    table = Table("id", "name", "role", "on_behalf_of", "created", "revoked")
     for t in found:
         table.add_row(
             Text(t.id),
             Text(brief(t.name)),
             Text(t.role),
+            Text("required" if t.require_on_behalf_of else "-"),
             Text(_when(t.created_at)),
             Text(_when(t.revoked_at) if t.revoked_at is not None else "-"),
         )

@@ -37,6 +37,7 @@ class Caller:
 
     name: str
     authenticated: bool
+    require_on_behalf_of: bool = False  # its token requires plans to name whom they are for
 
 
 class LedgerTokens:
@@ -57,7 +58,11 @@ class LedgerTokens:
             token=f"token:{found.id}",  # the secret itself is not kept past this call
             client_id=found.name,
             scopes=[found.role],
-            claims={"token_id": found.id, "role": found.role},
+            claims={
+                "token_id": found.id,
+                "role": found.role,
+                "require_on_behalf_of": found.require_on_behalf_of,
+            },
         )
 
 
@@ -79,7 +84,9 @@ def caller(ctx: Context[Any, Any], *, authenticated: bool) -> Caller:
     scope = getattr(request, "scope", None)
     user = scope.get("user") if isinstance(scope, dict) else None
     if isinstance(user, AuthenticatedUser):
-        return Caller(user.access_token.client_id, authenticated=True)
+        claims = user.access_token.claims or {}
+        strict = claims.get("require_on_behalf_of") is True
+        return Caller(user.access_token.client_id, authenticated=True, require_on_behalf_of=strict)
     if authenticated:
         raise ToolError(
             "this server needs a bearer token of role agent (Authorization: Bearer <token>); "

@@ -16,8 +16,16 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema
 
-from pivotal.agent_view import agent_saga
-from pivotal.errors import InvalidInput, PivotalError, PlanParseError, PlanRejected, SagaConflict
+from pivotal import saga_scope
+from pivotal.errors import (
+    InvalidInput,
+    OnBehalfOfRequired,
+    PivotalError,
+    PlanParseError,
+    PlanRejected,
+    SagaConflict,
+)
+from pivotal.four_eyes import require_on_behalf_of
 from pivotal.mcp import views
 from pivotal.mcp.auth import Caller, caller
 from pivotal.orchestrator import Orchestrator
@@ -49,9 +57,10 @@ SagaIdArg = Annotated[str, Field(description="The saga id submit_plan returned."
 NewSagaIdArg = Annotated[
     str | None,
     Field(
-        description="Your own id for the saga (1-128 of letters, digits, '_', '.', '-'): "
-        "sending the same plan with the same id again returns the recorded saga instead of "
-        "a second one. Omit it to get a new id."
+        description=f"Your own id for the saga ({saga_scope.ID_RULE}): sending the same "
+        "plan with the same id again returns the recorded saga instead of a second one. "
+        "Ids are yours alone: another agent's same id is its own saga. Omit it to get a new "
+        "id."
     ),
 ]
 
@@ -134,12 +143,13 @@ class PlannerTools:
         if not isinstance(parsed, Plan):
             return _rejected(parsed)
         stamped = _as_agent(parsed, who)
-        store = self.orchestrator.store
-        existing = await store.load(saga_id) if saga_id is not None else None
-        if existing is not None and existing.plan.provenance.actor_id != who.name:
-            return _taken(saga_id or "")
-        try:
-            state = await self.orchestrator.submit(stamped, saga_id=saga_id)
+        if who.require_on_behalf_of:
+            try:
+                require_on_behalf_of(stamped, who.name)
+            except OnBehalfOfRequired as exc:
+                return views.failed(exc.code, exc.message)
+        try:  # the id is the caller's own (``saga_scope``): no other's is ever in the way
+            state, created = await saga_scope.submit(self.orchestrator, stamped, who.name, saga_id)
         except PlanRejected as exc:
             return _rejected(views.error_views(exc.errors))
         except SagaConflict:
@@ -156,14 +166,15 @@ class PlannerTools:
             if pivot
             else ""
         )
+        mine = saga_scope.shown(who.name, state.saga_id)
         return views.ok(
             views.Submitted(
-                saga_id=state.saga_id,
+                saga_id=mine,
                 status=state.status,
-                created=existing is None,
+                created=created,
                 submitted_by=who.name,
                 next=f"Recorded; a Pivotal worker carries it out.{later} "
-                f"Call get_saga with saga_id {state.saga_id!r} to follow it.",
+                f"Call get_saga with saga_id {mine!r} to follow it.",
             )
         )
 
@@ -175,14 +186,16 @@ class PlannerTools:
         """Where a saga stands: its status and reason, each step's status, and whether it
         waits for a person's decision."""
         who = caller(ctx, authenticated=self.authenticated)
-        stored = await self.orchestrator.store.load(saga_id)
-        if stored is None or (who.authenticated and stored.plan.provenance.actor_id != who.name):
+        stored = await saga_scope.find(
+            self.orchestrator.store, who.name, saga_id, check_owner=who.authenticated
+        )
+        if stored is None:  # missing or another's: the same answer
             return views.failed(
                 "saga_not_found",
                 f"no saga {saga_id[:200]!r} submitted by {who.name}: use the saga_id "
                 "submit_plan returned",
             )
-        return views.ok(agent_saga(stored))
+        return views.ok(saga_scope.view(who.name, stored))
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -255,7 +268,7 @@ def _rejected(listed: list[views.ErrorView]) -> CallToolResult:
 def _taken(saga_id: str) -> CallToolResult:
     return views.failed(
         "saga_conflict",
-        f"saga_id {saga_id[:200]!r} is already used by another plan: send exactly the same "
-        "plan to get that saga back, or omit saga_id (or choose a new one) to record this "
-        "plan as a new saga",
+        f"saga_id {saga_id[:200]!r} is already used by another of your plans: send exactly "
+        "the same plan to get that saga back, or omit saga_id (or choose a new one) to "
+        "record this plan as a new saga",
     )

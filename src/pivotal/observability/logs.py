@@ -22,8 +22,10 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import IO, Any
 
+from pivotal.redaction import redact
 from pivotal.state import SagaState
 from pivotal.telemetry import Call, Telemetry
+from pivotal.terminal import printable
 
 __all__ = [
     "FIELDS",
@@ -141,23 +143,28 @@ class JsonLines(logging.Formatter):
             "ts": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": redact(record.getMessage()),
         }
         line |= dict(_record_fields(record))
         line |= getattr(record, "fields", {})
         if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
+            line["exception"] = redact(self.formatException(record.exc_info))
         return json.dumps(line, default=str)
 
 
 class TextLines(logging.Formatter):
-    """``time logger message``, then `` saga=… step=… key=… attempt=…`` when set."""
+    """``time logger message``, then `` saga=… step=… key=… attempt=…`` when set. The
+    message stays one line, with secrets redacted and control characters escaped (it may
+    quote a step's error or a receiver's answer); so does a traceback's text."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(name)s %(message)s")
 
+    def formatException(self, ei: Any) -> str:
+        return printable(redact(super().formatException(ei)), newlines=True)
+
     def formatMessage(self, record: logging.LogRecord) -> str:
-        text = super().formatMessage(record)
+        text = printable(redact(super().formatMessage(record)))
         extra = " ".join(f"{_TEXT_NAMES[k]}={_plain(v)}" for k, v in _record_fields(record))
         return f"{text} {extra}" if extra else text
 

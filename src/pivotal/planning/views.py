@@ -15,6 +15,7 @@ from pivotal.planning.base import Attempt, PlanRequest
 from pivotal.planning.records import Escalation, PlanningOutcome, PlanningRun
 from pivotal.planning.shadow import ShadowReport
 from pivotal.render import when
+from pivotal.terminal import printable, safe_text
 
 OUTCOME_STYLE = {
     PlanningOutcome.ACCEPTED: "bold green",
@@ -26,11 +27,17 @@ OUTCOME_STYLE = {
 def _short(value: Any, limit: int = 70) -> Text:
     """Data as plain text: request and planner text may hold markup and must not style."""
     text = "" if value is None else str(value)
-    return Text(text if len(text) <= limit else text[: limit - 1] + "…")
+    return safe_text(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 def _plain(value: Any) -> Text:
-    return Text("" if value is None else str(value))
+    """One line of user text, control characters escaped."""
+    return safe_text(value)
+
+
+def _lines(*lines: str) -> Text:
+    """Lines of user text, one cell: each line's own newlines and controls escaped."""
+    return Text("\n".join(printable(line) for line in lines))
 
 
 def _call_text(call: Any) -> str:
@@ -58,17 +65,17 @@ def attempts_table(attempts: Sequence[Attempt], *, args: bool = True) -> Table:
     for a in attempts:
         steps = a.plan.get("steps") if isinstance(a.plan, dict) else None
         if not isinstance(steps, list):
-            proposed = "(none)"
+            proposed = ["(none)"]
         else:
-            proposed = "\n".join(_call_text(c) if args else _call_name(c) for c in steps)
+            proposed = [_call_text(c) if args else _call_name(c) for c in steps]
         if a.accepted:
             verdict = Text("accepted", style="green")
         else:
-            verdict = Text("\n".join(f"[{e.code}] {e.where()}: {e.message}" for e in a.errors))
+            verdict = _lines(*(f"[{e.code}] {e.where()}: {e.message}" for e in a.errors))
             verdict.stylize("red")
-        label = a.by.actor_id + (f"\nmodel {a.by.model}" if a.by.model else "")
-        repeat = f"\n(repeats #{a.repeat_of})" if a.repeat_of else ""
-        table.add_row(str(a.n), _plain(label + repeat), _plain(proposed), verdict)
+        label = [a.by.actor_id, *([f"model {a.by.model}"] if a.by.model else [])]
+        repeat = [f"(repeats #{a.repeat_of})"] if a.repeat_of else []
+        table.add_row(str(a.n), _lines(*label, *repeat), _lines(*proposed), verdict)
     return table
 
 
@@ -77,7 +84,7 @@ def request_panel(request: PlanRequest) -> Panel:
     grid.add_row("request", _plain(request.request_id))
     grid.add_row("text", _plain(repr(request.text)))
     for key, value in request.context.items():
-        grid.add_row(key, _plain(value))
+        grid.add_row(_plain(key), _plain(value))
     if request.source_document_id:
         grid.add_row("source document", _plain(request.source_document_id))
     return Panel(grid, expand=False)
@@ -85,12 +92,12 @@ def request_panel(request: PlanRequest) -> Panel:
 
 def run_view(run: PlanningRun) -> Group:
     head = Table.grid(padding=(0, 2))
-    head.add_row("run", run.run_id)
-    head.add_row("catalogue", run.catalogue)
+    head.add_row("run", _plain(run.run_id))
+    head.add_row("catalogue", _plain(run.catalogue))
     head.add_row("planner", _plain(run.planner.label()))
     head.add_row("outcome", Text(run.outcome.value, style=OUTCOME_STYLE[run.outcome]))
     if run.saga_id:
-        head.add_row("saga", run.saga_id)
+        head.add_row("saga", _plain(run.saga_id))
     if run.escalation_id is not None:
         head.add_row("escalation", str(run.escalation_id))
     if run.plan is not None and run.plan.rationale:
@@ -109,7 +116,7 @@ def escalations_table(items: Iterable[Escalation]) -> Table:
             str(e.id),
             e.status.value,
             when(e.created_at),
-            e.run.catalogue,
+            _plain(e.run.catalogue),
             _short(e.run.request.text or e.run.request.context, 40),
             str(len(e.run.attempts)),
             _short(e.reason, 70),
@@ -128,7 +135,7 @@ def escalation_view(e: Escalation) -> Group:
             "resolved", _plain(f"{when(e.resolved_at)} by {e.resolved_by}: {e.resolution}")
         )
     if e.saga_id:
-        head.add_row("saga", e.saga_id)
+        head.add_row("saga", _plain(e.saga_id))
     return Group(
         Panel(head, expand=False), request_panel(e.run.request), attempts_table(e.run.attempts)
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from fastapi import FastAPI
 
@@ -13,16 +13,22 @@ from pivotal.observability.metrics import PivotalMetrics
 from pivotal.orchestrator import Orchestrator
 from pivotal.server import errors, pages
 from pivotal.server.context import Context
-from pivotal.server.limits import MAX_BODY, BodyLimit
+from pivotal.server.gate import AuthGate
+from pivotal.server.guard import Guard
+from pivotal.server.limits import MAX_BODY, BodyLimit, Lockout
+from pivotal.server.pages.session import secure_cookies as secure
+from pivotal.server.peers import trust_proxies
 from pivotal.server.routes import agents, approvals, health, operators, reports
 from pivotal.server.routes import metrics as metrics_route
+from pivotal.server.timeouts import BODY_TIMEOUT, MIN_BODY_RATE, BodyTimeouts
 from pivotal.store.base import Store
 from pivotal.telemetry import Telemetry
 
 DESCRIPTION = (
     "Agents validate and submit plans; approvers decide pivots; operators settle what waits "
-    "for a person. Every call but /healthz and /readyz needs `Authorization: Bearer <token>` "
-    "(`pivotal tokens create`). The server only records: workers run the sagas."
+    "for a person. Every call but /healthz and /readyz (this document too) needs "
+    "`Authorization: Bearer <token>` (`pivotal tokens create`); a request body is JSON "
+    "(`Content-Type: application/json`). The server only records: workers run the sagas."
 )
 
 
@@ -35,23 +41,46 @@ def create_app(
     owner: str = "pivotal-serve",
     metrics: PivotalMetrics | None = None,
     telemetry: Sequence[Telemetry] = (),
+    allowed_hosts: Iterable[str] | None = None,
+    trusted_proxies: Iterable[str] = (),
+    secure_cookies: bool = False,
+    body_timeout: float = BODY_TIMEOUT,
+    min_body_rate: float = MIN_BODY_RATE,
+    lockout: Lockout | None = None,
 ) -> FastAPI:
     """The HTTP API over an open ``store`` and ``app``'s catalogues (the caller opens and
     closes the store). ``metrics`` (else metrics of its own) observe what the API commits
     (submissions, decisions) and are served at ``/metrics``; ``telemetry`` (log fields,
-    traces) observes them too."""
+    traces) observes them too.
+
+    In front of the routes, outermost first: ``guard.Guard`` (``allowed_hosts``: None
+    checks no Host; cross-site requests; headers on every answer), ``gate.AuthGate`` (the
+    caller before the body; ``lockout``, else one of its own, counts failed credentials),
+    ``timeouts.BodyTimeouts`` (``body_timeout``, ``min_body_rate``) and the body cap.
+    ``trusted_proxies`` (addresses, networks) may say a request came over https and who
+    the client is; ``secure_cookies`` makes every cookie ``Secure``. There is no Swagger UI
+    or ReDoc page (they load scripts from a CDN): the OpenAPI document is at
+    ``/openapi.json``, for any token."""
     chosen = clock or SystemClock()
     measured = metrics if metrics is not None else PivotalMetrics()
     orchestrator = Orchestrator(
         store, app, clock=chosen, owner=owner, telemetry=[measured, *telemetry]
     )
     measured.expect(c.name for c in orchestrator.app)
-    api = FastAPI(title="Pivotal", version="1", description=DESCRIPTION)
+    api = FastAPI(
+        title="Pivotal", version="1", description=DESCRIPTION, docs_url=None, redoc_url=None
+    )
     api.state.pivotal = Context(store, orchestrator, chosen, max_body)
     api.state.pivotal_metrics = measured
+    api.state.pivotal_lockout = lockout or Lockout()
+    trust_proxies(api, trusted_proxies)
+    secure(api, secure_cookies)
     errors.install(api)
     for group in (health, agents, approvals, operators, reports, metrics_route):
         api.include_router(group.router)
     api.include_router(pages.router)
-    api.add_middleware(BodyLimit, max_body=max_body)
+    api.add_middleware(BodyLimit, max_body=max_body)  # innermost
+    api.add_middleware(BodyTimeouts, idle=body_timeout, min_rate=min_body_rate)
+    api.add_middleware(AuthGate)
+    api.add_middleware(Guard, allowed_hosts=allowed_hosts)  # outermost
     return api

@@ -4,15 +4,21 @@
 role is not among ``roles`` (an admin may do everything).
 
 Behind an authenticating reverse proxy, ``trust_proxy_header(api, "X-Forwarded-User",
-Role.VIEWER)`` (``pivotal serve --trust-proxy-header``) makes a request that carries that
-header act as the principal it names, with the given role, and no token is needed. It is off
-by default, and only safe when every request reaches the server through a proxy that removes
-the header from what clients send and sets it itself: anyone who can reach the server
-directly can otherwise claim any name by sending the header."""
+Role.VIEWER, proxies=["127.0.0.1"])`` (``pivotal serve --trust-proxy-header ...
+--trusted-proxy ...``) makes a request that carries that header act as the principal it
+names, with the given role, and no token is needed. It is off by default, and the header is
+honoured only when the request's TCP peer is one of the trusted proxies (``peers``) and, with
+``secret_header``, when that header carries the proxy's shared secret (compared in constant
+time); from anyone else the header is ignored and a bearer token is needed. The proxy must
+still remove the header from what clients send and set it itself.
+
+``authenticate`` is what ``principal`` runs; ``gate.AuthGate`` runs it before a body is read
+and keeps the answer on the request's state, so a route does not look the token up again."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import hmac
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -22,6 +28,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pivotal.principals import Role, hash_token
 from pivotal.server.context import Context, context
 from pivotal.server.errors import Forbidden, Unauthorized
+from pivotal.server.peers import from_trusted_proxy, trust_proxies
 
 MAX_TOKEN = 512
 MAX_NAME = 200
@@ -34,26 +41,58 @@ class Principal:
     name: str
     role: Role
     token_id: str
+    require_on_behalf_of: bool = False  # its plans must name whom they are for
 
 
+PRINCIPAL = "pivotal_principal"  # where the gate keeps the caller on the request's state
 READERS = (Role.APPROVER, Role.OPERATOR, Role.VIEWER)  # and admin: every list and view
 
 
 @dataclass(frozen=True)
 class ProxyTrust:
-    """The request header an authenticating proxy sets to the user's name, and the role
-    every principal named there has."""
+    """The request header an authenticating proxy sets to the user's name, the role every
+    principal named there has, and optionally the header carrying the proxy's secret."""
 
     header: str
     role: Role = Role.VIEWER
+    secret_header: str | None = None
+    secret: str | None = None
 
 
-def trust_proxy_header(api: FastAPI, header: str, role: Role = Role.VIEWER) -> None:
-    """Let ``header`` (set by a trusted proxy) name the principal, with ``role``."""
+def _header_name(header: str) -> str:
     name = header.strip()
-    if not name or not all(c.isalnum() or c in "-_" for c in name):
+    if not name or len(name) > 100 or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"{header!r} is not a header name")
-    api.state.pivotal_proxy = ProxyTrust(name, role)
+    return name
+
+
+def trust_proxy_header(
+    api: FastAPI,
+    header: str,
+    role: Role = Role.VIEWER,
+    *,
+    proxies: Iterable[str] | None = None,
+    secret_header: str | None = None,
+    secret: str | None = None,
+) -> None:
+    """Let ``header`` name the principal, with ``role``, on requests from ``proxies`` (or
+    the proxies trusted already: ``peers.trust_proxies``) that carry ``secret`` in
+    ``secret_header`` when one is given."""
+    name = _header_name(header)
+    if proxies is not None:
+        trust_proxies(api, proxies)
+    if not getattr(getattr(api.state, "pivotal_proxies", None), "networks", ()):
+        raise ValueError(
+            "a trusted proxy header needs the proxies it is trusted from "
+            "(--trusted-proxy ADDRESS or NETWORK)"
+        )
+    if secret_header is not None:
+        secret_header = _header_name(secret_header)
+        if not secret or len(secret) < 16:
+            raise ValueError("the proxy's secret must be at least 16 characters")
+    elif secret is not None:
+        raise ValueError("a proxy secret needs the header that carries it")
+    api.state.pivotal_proxy = ProxyTrust(name, role, secret_header, secret)
 
 
 def _proxied(request: Request) -> Principal | None:
@@ -61,27 +100,37 @@ def _proxied(request: Request) -> Principal | None:
     if trust is None:
         return None
     values = request.headers.getlist(trust.header)
-    if not values:
-        return None
+    if not values or not from_trusted_proxy(request.scope):
+        return None  # from anyone but a trusted proxy the header means nothing
+    if trust.secret_header is not None and trust.secret is not None:
+        given = request.headers.getlist(trust.secret_header)
+        if len(given) != 1 or not hmac.compare_digest(
+            given[0].encode(errors="replace"), trust.secret.encode()
+        ):
+            return None
     name = values[0].strip()
     if len(values) > 1 or not name or len(name) > MAX_NAME or not name.isprintable():
         raise Unauthorized(f"the {trust.header} header must name one principal")
     return Principal(name, trust.role, f"proxy:{trust.header}")
 
 
-async def principal(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-    ctx: Annotated[Context, Depends(context)],
-) -> Principal:
-    """The caller: named by the trusted proxy header when one is set and present, else by
-    its bearer token."""
+def bearer_of(request: Request) -> str | None:
+    """The bearer token of the Authorization header, if any."""
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        return None
+    return value.strip()
+
+
+async def authenticate(request: Request, ctx: Context) -> Principal:
+    """The caller: named by the trusted proxy header when one is set, present and sent by
+    a trusted proxy, else by its bearer token; Unauthorized otherwise."""
     proxied = _proxied(request)
     if proxied is not None:
         return proxied
-    if credentials is None or not credentials.credentials:
+    secret = bearer_of(request)
+    if secret is None:
         raise Unauthorized("a bearer token is required: Authorization: Bearer <token>")
-    secret = credentials.credentials
     if len(secret) > MAX_TOKEN:
         raise Unauthorized("the bearer token is unknown or revoked")
     token = await ctx.store.token_by_hash(hash_token(secret))
@@ -91,7 +140,19 @@ async def principal(
         role = Role(token.role)
     except ValueError:
         raise Unauthorized(f"the token's role {token.role!r} is unknown") from None
-    return Principal(token.name, role, token.id)
+    return Principal(token.name, role, token.id, token.require_on_behalf_of)
+
+
+async def principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ctx: Annotated[Context, Depends(context)],
+) -> Principal:
+    """The caller (``authenticate``), as the gate found it before the body was read."""
+    found = request.scope.get("state", {}).get(PRINCIPAL)
+    if isinstance(found, Principal):
+        return found
+    return await authenticate(request, ctx)
 
 
 def allow(*roles: Role) -> Callable[[Principal], Awaitable[Principal]]:

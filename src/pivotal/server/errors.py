@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException
 
 from pivotal.errors import (
     ApprovalError,
+    FourEyesError,
     InvalidInput,
     LeaseLost,
     PivotalError,
@@ -41,12 +42,6 @@ class Forbidden(PivotalError):
     code = "forbidden"
 
 
-class FourEyes(Forbidden):
-    """The principal that submitted a saga cannot approve it."""
-
-    code = "four_eyes"
-
-
 class NotFound(PivotalError):
     """Nothing here."""
 
@@ -69,6 +64,7 @@ class DeadLetterNotFound(NotFound):
 STATUS: tuple[tuple[type[PivotalError], int], ...] = (
     (Unauthorized, 401),
     (Forbidden, 403),
+    (FourEyesError, 403),  # code four_eyes: this person may not approve (before ApprovalError)
     (NotFound, 404),
     (SagaNotFound, 404),
     (EscalationNotFound, 404),

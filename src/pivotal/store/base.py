@@ -81,6 +81,8 @@ class Token:
     role: str
     created_at: float
     revoked_at: float | None = None
+    # every plan submitted with it must name the person it is for (provenance.on_behalf_of)
+    require_on_behalf_of: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,8 +237,17 @@ class Store(Protocol):
 
     # -- bearer tokens of the HTTP API ------------------------------------------------------
 
-    async def create_token(self, name: str, role: str, token_hash: str, at: float) -> Token:
-        """Keep a new token's principal, role and hash (never the token)."""
+    async def create_token(
+        self,
+        name: str,
+        role: str,
+        token_hash: str,
+        at: float,
+        *,
+        require_on_behalf_of: bool = False,
+    ) -> Token:
+        """Keep a new token's principal, role and hash (never the token), and whether every
+        plan submitted with it must say whom it is for (``provenance.on_behalf_of``)."""
         ...
 
     async def token_by_hash(self, token_hash: str) -> Token | None:

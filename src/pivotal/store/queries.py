@@ -231,8 +231,11 @@ PENDING_APPROVALS = (
 
 # -- bearer tokens of the HTTP API ------------------------------------------------------------
 
-TOKEN_COLUMNS = "id, name, role, created_at, revoked_at"
-INSERT_TOKEN = "INSERT INTO tokens (id, name, role, hash, created_at) VALUES (?, ?, ?, ?, ?)"
+TOKEN_COLUMNS = "id, name, role, created_at, revoked_at, require_on_behalf_of"
+INSERT_TOKEN = (
+    "INSERT INTO tokens (id, name, role, hash, created_at, require_on_behalf_of) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
 SELECT_TOKEN_BY_HASH = f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = ?"
 SELECT_TOKEN = f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE id = ?"
 LIST_TOKENS = f"SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY created_at, id"

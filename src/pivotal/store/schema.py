@@ -231,6 +231,11 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE steps ADD COLUMN undo_doubt_until REAL;
     ALTER TABLE steps ADD COLUMN settle_attempt INTEGER;
     """,
+    # 11: a token may require every plan submitted with it to name the person it is for
+    # (provenance.on_behalf_of); the tokens made before do not (0).
+    """
+    ALTER TABLE tokens ADD COLUMN require_on_behalf_of INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 

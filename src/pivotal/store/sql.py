@@ -53,6 +53,12 @@ def _reseed_tokens() -> None:
 os.register_at_fork(after_in_child=_reseed_tokens)
 
 
+def _token(row: Row) -> Token:
+    """A token from its row (``queries.TOKEN_COLUMNS``); the flag is 0 or 1 in the ledger."""
+    token_id, name, role, created_at, revoked_at, require_on_behalf_of = row
+    return Token(token_id, name, role, created_at, revoked_at, bool(require_on_behalf_of))
+
+
 def _new_token() -> str:
     """A lease token no other acquisition has: unique in this process by its counter, and
     across processes by the random prefix (one read of the system's randomness per process,
@@ -438,22 +444,31 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
 
     # -- bearer tokens of the HTTP API --------------------------------------------------
 
-    async def create_token(self, name: str, role: str, token_hash: str, at: float) -> Token:
-        token = Token(f"tok_{uuid.uuid4().hex[:12]}", name, role, at)
-        await self._batch([Stmt(q.INSERT_TOKEN, (token.id, name, role, token_hash, at))])
+    async def create_token(
+        self,
+        name: str,
+        role: str,
+        token_hash: str,
+        at: float,
+        *,
+        require_on_behalf_of: bool = False,
+    ) -> Token:
+        token = Token(f"tok_{uuid.uuid4().hex[:12]}", name, role, at, None, require_on_behalf_of)
+        row = (token.id, name, role, token_hash, at, int(require_on_behalf_of))
+        await self._batch([Stmt(q.INSERT_TOKEN, row)])
         return token
 
     async def token_by_hash(self, token_hash: str) -> Token | None:
         found = await self._fetch(q.SELECT_TOKEN_BY_HASH, (token_hash,))
-        return Token(*found[0]) if found else None
+        return _token(found[0]) if found else None
 
     async def list_tokens(self) -> list[Token]:
-        return [Token(*r) for r in await self._fetch(q.LIST_TOKENS)]
+        return [_token(r) for r in await self._fetch(q.LIST_TOKENS)]
 
     async def revoke_token(self, token_id: str, at: float) -> Token | None:
         await self._batch([Stmt(q.REVOKE_TOKEN, (at, token_id))])
         found = await self._fetch(q.SELECT_TOKEN, (token_id,))
-        return Token(*found[0]) if found else None
+        return _token(found[0]) if found else None
 
     # -- the ledger's clock -------------------------------------------------------------
 

@@ -16,13 +16,16 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from pivotal.errors import (
     ApprovalError,
+    FourEyesError,
     InvalidInput,
     SagaNotFound,
     SagaNotParked,
     VersionConflict,
 )
+from pivotal.four_eyes import why_not
 from pivotal.planning.escalations import resolve_escalation
 from pivotal.principals import Role
+from pivotal.server import limits
 from pivotal.server.context import Context
 from pivotal.server.pages import session, views
 from pivotal.server.pages.session import Viewer
@@ -143,6 +146,17 @@ def _login_page(request: Request, status: int, error: str) -> Response:
     return response
 
 
+def _failed_login(request: Request, token_hash: str | None) -> Response:
+    """401, counted against the address and the token (``limits.login_failed``); 429 with
+    ``Retry-After`` while either is locked. A valid token is never refused here."""
+    wait = limits.login_failed(request.scope, token_hash)
+    if wait is None:
+        return _login_page(request, 401, "That token is unknown or revoked.")
+    response = _login_page(request, 429, f"Too many failed logins: try again in {wait} s.")
+    response.headers["Retry-After"] = str(wait)
+    return response
+
+
 @router.post("/login")
 async def login(request: Request) -> Response:
     form = await request.form()
@@ -150,16 +164,18 @@ async def login(request: Request) -> Response:
         return refused(request, None, 403, "The login form's CSRF token is missing or wrong.")
     token = form.get("token")
     if not isinstance(token, str) or not token.strip() or len(token) > session.MAX_TOKEN:
-        return _login_page(request, 401, "That token is unknown or revoked.")
+        return _failed_login(request, None)
     sessions = session.sessions_of(request)
     sid, opened = sessions.open(token.strip())
-    found = await session.role_of(_ctx(request).store, opened.token_hash)
+    locked = limits.token_locked(request.scope, opened.token_hash)
+    found = None if locked else await session.role_of(_ctx(request).store, opened.token_hash)
     if found is None:
         sessions.close(sid)
-        return _login_page(request, 401, "That token is unknown or revoked.")
+        return _failed_login(request, opened.token_hash)
     if found[1] is Role.AGENT:
         sessions.close(sid)
         return _login_page(request, 403, "Agents use the API, not these pages.")
+    sessions.name(sid, found[0])  # its person's sessions are capped together
     response = to("/ui/approvals" if found[1] is not Role.OPERATOR else "/ui/needs-human")
     session.set_cookie(request, response, session.COOKIE, sid, int(session.TTL))
     response.delete_cookie(session.LOGIN_COOKIE, path=session.PATH)
@@ -230,7 +246,7 @@ async def _detail(
         steps=views.steps(stored),
         decision=views.decision(stored, catalogue, now),
         awaiting=stored.state.status is SagaStatus.AWAITING_APPROVAL,
-        own=stored.plan.provenance.actor_id == who.name,
+        four_eyes=why_not(who.name, stored),  # why this person may not approve, if so
         stale=stale,
     )
 
@@ -255,14 +271,13 @@ async def _decide(request: Request, saga_id: str, approve: bool) -> Response:
     if reason is None or not isinstance(version, str) or not version.isdigit():
         return refused(request, who, 400, "A decision needs a reason and the version shown.")
     ctx = _ctx(request)
-    stored = await ctx.store.load(saga_id)
-    if stored is None:
-        return refused(request, who, 404, "There is no such saga.")
-    if approve and stored.plan.provenance.actor_id == who.name:
-        return refused(request, who, 403, f"{who.name} submitted this saga and cannot approve it.")
     decide = ctx.orchestrator.approve if approve else ctx.orchestrator.reject
     try:
         await decide(saga_id, who.name, reason, run=False, version=int(version))
+    except SagaNotFound:
+        return refused(request, who, 404, "There is no such saga.")
+    except FourEyesError as exc:  # the orchestrator's rule: nothing was decided
+        return refused(request, who, 403, f"{exc.message} (four-eyes); nothing was decided.")
     except (VersionConflict, ApprovalError):
         stale = "The saga changed since you opened it; nothing was decided. It is now:"
         return await _detail(request, who, saga_id, 409, stale)

@@ -11,12 +11,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from pivotal.agent_view import WAITING, agent_saga
+from pivotal import saga_scope
+from pivotal.agent_view import WAITING
 from pivotal.agent_view import SagaView as AgentSagaView
 from pivotal.errors import PlanRejected, SagaNotFound
+from pivotal.four_eyes import require_on_behalf_of
 from pivotal.plan import ActorType, Plan, parse_plan
 from pivotal.planning.render import render_catalogue
 from pivotal.principals import Role
+from pivotal.saga_scope import ID_RULE, MAX_STORED
 from pivotal.server import views
 from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
@@ -64,7 +67,10 @@ PLAN_REQUEST: dict[str, Any] = {
     }
 }
 SagaIdQuery = Query(
-    min_length=1, max_length=128, description="Idempotent saga id (same id, same plan)."
+    min_length=1,
+    max_length=MAX_STORED,
+    description="Idempotent saga id (same id, same plan). An agent's id is its own: "
+    f"{ID_RULE}, kept apart from every other principal's (``saga_scope``).",
 )
 
 
@@ -117,15 +123,25 @@ async def submit(
     saga_id: Annotated[str | None, SagaIdQuery] = None,
 ) -> dict[str, Any]:
     """Validate and record a plan as a saga (a worker runs it). Idempotent on ``saga_id``:
-    the same id and plan answers 200 with the saga; the same id with another plan is 409."""
+    the same id and plan answers 200 with the saga; the same id with another plan is 409.
+    An agent's ids are its own: another principal's same id is another saga, never a 409.
+    A token that requires it refuses a plan that does not name the person it is for
+    (``provenance.on_behalf_of``) with 422 ``on_behalf_of_required``."""
     plan = _as(parse_plan(body), who)
-    existed = saga_id is not None and await ctx.store.load(saga_id) is not None
-    state = await ctx.orchestrator.submit(plan, saga_id=saga_id)
-    if existed:
+    if who.require_on_behalf_of:
+        require_on_behalf_of(plan, who.name)
+    if who.role is Role.AGENT:  # its id is in its own namespace (``saga_scope``)
+        state, created = await saga_scope.submit(ctx.orchestrator, plan, who.name, saga_id)
+    else:
+        created = saga_id is None or await ctx.store.load(saga_id) is None
+        state = await ctx.orchestrator.submit(plan, saga_id=saga_id)
+    if not created:
         response.status_code = 200
-    shown = views.outcome(state) | {"created": not existed}
-    if who.role is Role.AGENT and state.approval is not None:  # why a person decides is theirs
-        shown["approval"] = asdict(state.approval) | {"reason": WAITING}
+    shown = views.outcome(state) | {"created": created}
+    if who.role is Role.AGENT:
+        shown["saga_id"] = saga_scope.shown(who.name, state.saga_id)
+        if state.approval is not None:  # why a person decides is theirs
+            shown["approval"] = asdict(state.approval) | {"reason": WAITING}
     return shown
 
 
@@ -150,11 +166,12 @@ async def show_saga(ctx: Ctx, who: Anyone, saga_id: str) -> dict[str, Any]:
     """Status, steps, the events timeline, provenance and reason of one saga. An agent sees
     only the sagas it submitted, as the MCP tools show them: where each step stands and the
     saga's reason, never results, undos or why a person must decide."""
-    stored = await ctx.store.load(saga_id)
     if who.role is Role.AGENT:
-        if stored is None or stored.plan.provenance.actor_id != who.name:
+        mine = await saga_scope.find(ctx.store, who.name, saga_id)
+        if mine is None:  # missing or another's: the same answer
             raise SagaNotFound(f"no saga {saga_id[:200]!r}")
-        return agent_saga(stored).model_dump(mode="json")
+        return saga_scope.view(who.name, mine).model_dump(mode="json")
+    stored = await ctx.store.load(saga_id)
     if stored is None:
         raise SagaNotFound(f"no saga {saga_id[:200]!r}")
     return views.saga(stored, await ctx.store.events(saga_id))

@@ -1,10 +1,11 @@
 """What approvers do: list pivots waiting for a person, approve or reject them.
 
 A decision names the saga version the approver was shown; if the saga changed since, it is
-refused (409) and nothing is recorded. The principal that submitted a saga, and the person an
-agent submitted it on behalf of, cannot approve it (four-eyes); an approval that needs two
-approvers needs two distinct ones (the same approver twice is 403 ``four_eyes``). The
-decision is only recorded: a worker runs the saga on."""
+refused (409) and nothing is recorded. Four-eyes is the orchestrator's (``pivotal.four_eyes``,
+the same for every surface): the principal that submitted a saga, the person an agent
+submitted it on behalf of, and an approver who already approved it cannot approve it, names
+compared canonically; its ``FourEyesError`` is 403 ``four_eyes``. The decision is only
+recorded: a worker runs the saga on."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pivotal.principals import Role
 from pivotal.server import views
 from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
-from pivotal.server.errors import AUTHED, FourEyes, responses
+from pivotal.server.errors import AUTHED, responses
 from pivotal.server.limits import Page, page
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"], responses=responses(*AUTHED))
@@ -63,21 +64,7 @@ async def pending(ctx: Ctx, who: Reader, pages: Annotated[Page, Depends(page)]) 
 async def _decide(
     ctx: Context, who: Principal, saga_id: str, decision: Decision, *, approve: bool
 ) -> dict[str, Any]:
-    orch = ctx.orchestrator
-    stored = await orch.get(saga_id)
-    provenance = stored.plan.provenance
-    if approve and provenance.actor_id == who.name:
-        raise FourEyes(f"{who.name} submitted saga {saga_id} and cannot approve it too")
-    if approve and provenance.on_behalf_of == who.name:
-        raise FourEyes(
-            f"saga {saga_id} was asked for on behalf of {who.name}, who cannot approve it too"
-        )
-    approval = stored.state.approval
-    if approve and approval is not None and who.name in approval.approved_by:
-        raise FourEyes(
-            f"{who.name} already approved saga {saga_id}; it needs {approval.required} "
-            "distinct approvers, so another person must approve it"
-        )
+    orch = ctx.orchestrator  # four-eyes is the orchestrator's: FourEyesError is 403
     decide = orch.approve if approve else orch.reject
     state = await decide(saga_id, who.name, decision.reason, run=False, version=decision.version)
     return views.outcome(state)

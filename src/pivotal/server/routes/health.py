@@ -3,16 +3,19 @@ current). Neither needs a token."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
 from pivotal.errors import SchemaMismatch, StoreError
+from pivotal.redaction import redact
 from pivotal.server.context import Context, context
 from pivotal.server.errors import error_body, responses
 
 router = APIRouter(tags=["health"])
+log = logging.getLogger("pivotal.server.health")
 
 
 @router.get("/healthz")
@@ -27,9 +30,16 @@ async def readyz(ctx: Annotated[Context, Depends(context)]) -> dict[str, Any] | 
     try:
         current, known = await ctx.store.schema_versions()
     except Exception as exc:  # any failure to reach the ledger means not ready
+        # the caller needs no token: it learns only that the ledger is unreachable; the
+        # detail (which may name hosts, users, a conninfo) goes to the log, redacted
         code = exc.code if isinstance(exc, StoreError) else StoreError.code
-        message = f"the ledger is not reachable: {type(exc).__name__}: {exc}"[:500]
-        return JSONResponse(error_body(code, message), status_code=503)
+        log.warning(
+            "readyz: the ledger is not reachable: %s: %s",
+            type(exc).__name__,
+            redact(str(exc))[:2000],
+            extra={"fields": {"event": "ledger_unreachable", "error": type(exc).__name__}},
+        )
+        return JSONResponse(error_body(code, "ledger unreachable"), status_code=503)
     if current != known:
         message = f"the ledger's schema is version {current}; this Pivotal writes {known}"
         return JSONResponse(error_body(SchemaMismatch.code, message), status_code=503)
