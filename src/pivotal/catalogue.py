@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import math
 import typing
 import warnings
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
@@ -59,7 +60,12 @@ class StepContext:
         """Announce something to the rest of the company (a CRM, an email service, the agent
         that asked). The message is committed with this call's outcome, in the same
         transaction, and only if the call succeeds; a relay delivers it at least once.
-        ``data`` must be JSON of at most 20 KB; ``MessageError`` says why it is not."""
+        ``data`` must be JSON of at most 20 KB; ``MessageError`` says why it is not.
+
+        It belongs to this call: when the call's reply is lost (an exception after the
+        effect, or the process dies) and the success is then found by ``lookup``, there is
+        no call whose messages could be committed. What a success must always announce is
+        declared on the step instead, ``announce=fn`` (see ``Announce``)."""
         self.outbox.append(check_message(type, data))
 
 
@@ -75,6 +81,13 @@ Undo = Callable[[Any, Any, StepContext], Awaitable[str | None]]
 """``undo(args, result, ctx)``; it may return a note on what it did, kept on its event."""
 Lookup = Callable[[Any, StepContext], Awaitable[Any]]
 Precondition = Callable[[Any], "str | None"]
+Announcement = tuple[str, Mapping[str, Any]]
+"""One message a step announces: its type and its data (JSON, at most 20 KB)."""
+Announce = Callable[[Any, Any], Sequence[Announcement]]
+"""``announce(args, result)``: the messages a step's success announces, derived from its
+arguments and its result as recorded (JSON data). Side-effect free and deterministic: it runs
+however the success was established (the action returned, a lookup found the effect after a
+lost reply or a crash, a settling repeat) and its messages are committed with the success."""
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
@@ -87,6 +100,7 @@ class StepOptions(TypedDict, total=False):
     args: type[BaseModel]  # default: the action's first parameter's annotation
     lookup: Lookup
     precondition: Precondition
+    announce: Announce
     retry: RetryPolicy
     timeout: float
     lookup_lag: float
@@ -131,7 +145,10 @@ class Step:
     outcome is unknown, so an undo must find the effect by ``ctx.action_key`` and treat
     "not found" as already undone. ``lookup(args, ctx)`` returns the recorded result of the
     effect made with ``ctx.key``, or ``None`` when there is none. ``precondition(args)`` is
-    side-effect free and returns a reason when it does not hold.
+    side-effect free and returns a reason when it does not hold. ``announce(args, result)``
+    returns the messages the step's success announces, ``[(type, data), ...]``: they are
+    committed with the success however it was established (see ``Announce``); messages
+    published with ``ctx.publish`` exist only when the action itself returned.
 
     An exception from the action means "outcome unknown" unless it is ``Permanent``, an
     ``Abort``, or one of ``no_effect_on`` (exceptions the action raises only when it
@@ -153,6 +170,7 @@ class Step:
     undo: Undo | None = None
     lookup: Lookup | None = None
     precondition: Precondition | None = None
+    announce: Announce | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     undo_retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_attempts=5))
     dead_letter_retry: RetryPolicy = field(
@@ -186,6 +204,11 @@ class Step:
             raise CatalogueError(f"step {self.name!r}: timeout must be positive")
         if self.lookup_lag < 0:
             raise CatalogueError(f"step {self.name!r}: lookup_lag must be 0 or more")
+        if self.announce is not None and not callable(self.announce):
+            raise CatalogueError(
+                f"step {self.name!r}: announce must be a function (args, result) returning "
+                "[(type, data), ...]"
+            )
 
     @property
     def policy(self) -> RetryPolicy:
@@ -258,6 +281,7 @@ Unbound = Literal["allow", "warn", "refuse"]
 DEFAULT_TIMEOUT = 60.0  # seconds a call of a step may take when it says nothing
 MAX_TIMEOUT = 3600.0
 DOUBT_GRACE = 30.0  # after its timeout, how long an abandoned call may still land
+RECHECK_AFTER = 5.0  # a wait longer than this re-validates the plan before the next step
 
 
 class UnboundArgument(UserWarning):
@@ -276,6 +300,11 @@ class Catalogue:
     ``default_timeout``: how long a call of a step without its own ``timeout`` may take;
     ``max_timeout``: the most any step may declare. ``doubt_grace``: how long after its
     timeout an abandoned call is still taken to be able to land.
+
+    ``recheck_after``: how long a saga may wait (for a retry, a worker, a crashed process's
+    lease) before the step that follows the wait re-validates the whole plan against fresh
+    facts, as at submission. The plan is always re-validated just before the point of no
+    return, and before the step an approval gated.
 
     ``about``: the keys of a request's trusted context that say what a plan of this
     catalogue is about (an order, the customer who asked); by default the arguments its
@@ -296,13 +325,20 @@ class Catalogue:
         default_timeout: float = DEFAULT_TIMEOUT,
         max_timeout: float = MAX_TIMEOUT,
         doubt_grace: float = DOUBT_GRACE,
+        recheck_after: float = RECHECK_AFTER,
     ) -> None:
         if unbound not in ("allow", "warn", "refuse"):
             raise CatalogueError(f"unbound must be 'allow', 'warn' or 'refuse', not {unbound!r}")
-        if not 0 < default_timeout <= max_timeout or doubt_grace < 0:
+        if (
+            not 0 < default_timeout <= max_timeout < math.inf
+            or not 0 <= doubt_grace < math.inf
+            or not recheck_after >= 0
+        ):
             raise CatalogueError(
-                "a catalogue needs 0 < default_timeout <= max_timeout and doubt_grace >= 0"
+                "a catalogue needs 0 < default_timeout <= max_timeout (finite: every call is "
+                "bounded), 0 <= doubt_grace (finite) and recheck_after >= 0"
             )
+        self.recheck_after = recheck_after
         self.default_timeout = default_timeout
         self.max_timeout = max_timeout
         self.doubt_grace = doubt_grace

@@ -26,6 +26,7 @@ from pivotal.clock import Clock
 from pivotal.errors import StoreError, VersionConflict
 from pivotal.hooks import Hook, Point
 from pivotal.identity import identity_of
+from pivotal.outbox import ANNOUNCE_FAILED, checked_announcements
 from pivotal.plan import Plan, Provenance
 from pivotal.policy import DAY, ApprovalRequirement, Window
 from pivotal.retry import Outcome, RetryPolicy, classify
@@ -42,7 +43,7 @@ from pivotal.state import (
 )
 from pivotal.store.base import Store
 from pivotal.telemetry import Call, Observers, Telemetry
-from pivotal.validation import Checked
+from pivotal.validation import Checked, FactSource, Recheck, recheck
 
 _OUTCOME_REACHED = (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.UNKNOWN)
 _MAY_HAVE_EFFECT = (
@@ -192,10 +193,12 @@ class SagaRun:
         "_broken",
         "_committed",
         "_creating",
+        "_facts",
         "_lock",
         "_parsed",
         "_pending",
         "_raw_args",
+        "_validated_at",
         "catalogue",
         "clock",
         "epoch",
@@ -222,6 +225,7 @@ class SagaRun:
         telemetry: Telemetry | None = None,
         creating: Creation | None = None,
         checked: Checked | None = None,
+        facts: FactSource | None = None,
     ) -> None:
         self.store = store
         self.catalogue = catalogue
@@ -248,6 +252,12 @@ class SagaRun:
         self._raw_args = [flat.call.args for flat in calls]
         # arguments the validator just parsed, each handed out once instead of parsing again
         self._parsed = checked.args if checked is not None else None
+        # the app's trusted facts, for validating the plan again before the point of no
+        # return and after a wait (None: never re-validated, as by a bare SagaRun)
+        self._facts = facts
+        # when this process last validated the plan (None: not in this pass; the saga's
+        # creation is the last time known)
+        self._validated_at: float | None = clock.now() if checked is not None else None
 
     # -- ledger writes ------------------------------------------------------------------
 
@@ -473,6 +483,8 @@ class SagaRun:
                     await self._hook(Point.AWAITING_APPROVAL, unit[0])
                     return self.state
                 continue
+            if not await self._still_holds(unit):
+                continue
             if len(unit) == 1:
                 await self.execute(unit[0])
             else:
@@ -542,6 +554,51 @@ class SagaRun:
                 return False
             return approval.status is ApprovalStatus.APPROVED
         return False  # rejected or expired: compensation already started
+
+    async def _still_holds(self, unit: list[int]) -> bool:
+        """Validate the whole plan again against fresh facts (as submission did) before a
+        unit that has not begun, when it is the point of no return, the step an approval
+        gated, or follows a wait longer than the catalogue's ``recheck_after`` (a retry, a
+        worker, a crashed process's lease, a person). False: the saga did not go on; a plan
+        that no longer holds compensates with the reason, and facts that cannot be read send
+        it to a person (who resumes it once they answer). Past the point of no return
+        nothing is undone, so nothing is re-validated: the next step's precondition is
+        still asked just before it runs."""
+        first = self.state.steps[unit[0]]
+        if self._facts is None or any(
+            self.state.steps[i].status is not StepStatus.PENDING for i in unit
+        ):
+            return True
+        pnr = point_of_no_return(self.state)
+        if pnr is not None and first.index > pnr:
+            return True
+        now, approval = self.clock.now(), self.state.approval
+        gated = (
+            approval is not None
+            and approval.step == first.index
+            and approval.status is ApprovalStatus.APPROVED
+        )
+        since = self._validated_at if self._validated_at is not None else self.state.created_at
+        if first.index != pnr and not gated and now - since <= self.catalogue.recheck_after:
+            return True
+        found = recheck(self.plan, self.catalogue, self._facts)
+        if found.verdict is Recheck.HOLDS:
+            self._validated_at = now
+            return True
+        where = f"re-checked before {first.name} (step {first.index})"
+        if found.verdict is Recheck.CHANGED:
+            reason = (
+                f"the trusted facts changed since the plan was validated ({where}); it no "
+                f"longer holds: {found.describe()}"
+            )
+            await self.emit(self.event(EventType.COMPENSATION_STARTED, reason=reason))
+        else:
+            reason = (
+                f"the plan could not be re-checked against the trusted facts ({where}): "
+                f"{found.describe()}; nothing ran: resume the saga once they can be read"
+            )
+            await self.emit(self.event(EventType.SAGA_NEEDS_HUMAN, reason=reason))
+        return False
 
     async def _approval_needed(self, index: int) -> ApprovalRequirement | None:
         """Ask the catalogue's policy; a policy that fails sends the pivot to a person, and
@@ -799,11 +856,27 @@ class SagaRun:
         via: str = "action",
         messages: list[dict[str, Any]] | None = None,
     ) -> None:
-        extra: dict[str, Any] = {"messages": list(messages)} if messages else {}
+        """Record the step's success (held back for the next commit) with its messages:
+        those its call published (``messages``: none when a lookup established it) and
+        those its ``announce`` derives from ``result``, in the same transaction."""
+        messages = [*(messages or ()), *self._announced(index, result)]
+        extra: dict[str, Any] = {"messages": messages} if messages else {}
         await self.emit(
             self.event(EventType.STEP_SUCCEEDED, index, result=result, via=via, **extra),
             defer=True,
         )
+
+    def _announced(self, index: int, result: Any) -> list[dict[str, Any]]:
+        """The messages the step's ``announce`` derives from its recorded result. One that
+        raises, or returns what cannot be kept, is contained: the success stands (the effect
+        exists) and a ``step.announce_failed`` message says why, never a silent loss."""
+        announce = self.step_of(index).announce
+        if announce is None:
+            return []
+        try:
+            return checked_announcements(announce(self.args_of(index), result))
+        except Exception as exc:
+            return [{"type": ANNOUNCE_FAILED, "data": {"error": describe(exc)}}]
 
     async def _schedule(
         self,

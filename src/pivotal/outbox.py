@@ -1,18 +1,25 @@
 """The transactional outbox: messages committed with the state change they announce.
 
 The engine announces every saga outcome; a step announces what it wants the rest of the
-company to know through ``ctx.publish(type, data)``. Either way the message is inserted in the
-transaction that records the change, so it exists exactly when the change does: no dual
-write. A relay (``pivotal.relay``) delivers them later, at least once, in order per saga.
+company to know by declaring ``announce=fn`` (``fn(args, result)`` returns its messages,
+derived from the recorded result, so they are committed however the success was
+established: by the action's reply, or by ``lookup`` after a lost reply or a crash), or
+through ``ctx.publish(type, data)`` during the call (kept only when that call returned).
+Either way the message is inserted in the transaction that records the change, so it exists
+exactly when the change does: no dual write. A relay (``pivotal.relay``) delivers them
+later, at least once, in order per saga.
 
-Ids are derived from the saga and the event's position in its log, so a commit retried
-after a lost reply cannot create a second message, and a receiver dedupes on the id.
+Ids are stable, so a commit retried after a lost reply cannot create a second message (the
+ledger inserts an id once), and a receiver dedupes on the id: ``{saga}:{event}`` for the
+engine's, ``{saga}:{step}#{n}`` for the n-th message of a step's success (the action's
+idempotency key and the message's position: one per step, whichever attempt or settlement
+recorded it) and ``{saga}:{step}:undo#{n}`` for its undo's.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +39,12 @@ ANNOUNCED: Mapping[EventType, str] = {
     EventType.APPROVAL_REQUESTED: "approval.requested",
 }
 
-# Events that may carry messages a step published through its context.
+# Events that may carry messages a step published through its context or announced.
 _STEP_MESSAGES = frozenset({EventType.STEP_SUCCEEDED, EventType.UNDO_SUCCEEDED})
+
+# What replaces a step's announcement that could not be made (its function raised, or
+# returned what cannot be kept): the success stands, and the failure is announced instead.
+ANNOUNCE_FAILED = "step.announce_failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +96,19 @@ def check_message(type: str, data: Any) -> dict[str, Any]:
     return {"type": type, "data": loaded}
 
 
+def checked_announcements(items: Iterable[Any]) -> list[dict[str, Any]]:
+    """What a step's ``announce`` returned, as kept: each a ``(type, data)`` pair;
+    ``MessageError`` says why one cannot be (a string, not a list of pairs, is refused)."""
+    if isinstance(items, (str, bytes, Mapping)):
+        raise MessageError("announce returns a list of (type, data) pairs")
+    out = []
+    for item in items:
+        if not isinstance(item, tuple | list) or len(item) != 2:
+            raise MessageError(f"announce returned {item!r:.80}, not a (type, data) pair")
+        out.append(check_message(item[0], item[1]))
+    return out
+
+
 def messages_for(state: SagaState, events: Sequence[Event]) -> list[Message]:
     """The messages a commit of ``events`` (leading to ``state``) announces."""
     out: list[Message] = []
@@ -93,10 +117,12 @@ def messages_for(state: SagaState, events: Sequence[Event]) -> list[Message]:
         if kind is not None:
             out.append(_announcement(state, e, kind))
         if e.type in _STEP_MESSAGES:
+            undo = e.type is EventType.UNDO_SUCCEEDED
+            key = f"{state.saga_id}:{e.step}" + (":undo" if undo else "")
             for n, m in enumerate(e.data.get("messages") or ()):
                 out.append(
                     Message(
-                        id=f"{state.saga_id}:{e.seq}:{n}",
+                        id=f"{key}#{n}",
                         saga_id=state.saga_id,
                         type=m["type"],
                         payload={
@@ -104,7 +130,7 @@ def messages_for(state: SagaState, events: Sequence[Event]) -> list[Message]:
                             "catalogue": state.catalogue,
                             "step": e.step,
                             "step_name": None if e.step is None else state.steps[e.step].name,
-                            "undo": e.type is EventType.UNDO_SUCCEEDED,
+                            "undo": undo,
                             "provenance_ref": state.provenance_ref,
                             "data": m["data"],
                         },

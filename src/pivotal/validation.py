@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Callable, Mapping
+from enum import StrEnum
 from typing import NamedTuple
 
 from pydantic import BaseModel, ValidationError
@@ -17,7 +18,17 @@ from pivotal.plan_view import PlanView
 from pivotal.plan_view import plan_context as _context_of
 from pivotal.rules import subject_errors
 
-__all__ = ["ErrorCode", "FactSource", "PlanError", "check_rules", "plan_context", "validate"]
+__all__ = [
+    "ErrorCode",
+    "FactSource",
+    "PlanError",
+    "Recheck",
+    "Rechecked",
+    "check_rules",
+    "plan_context",
+    "recheck",
+    "validate",
+]
 
 FactSource = Callable[[Mapping[str, object]], Mapping[str, object]]
 """The app's ``facts(context)``: what trusted systems know about a plan's subject."""
@@ -207,6 +218,54 @@ def checked(
     if not errors and (catalogue.rules or plan.provenance.about):
         errors.extend(check_rules(plan, catalogue, facts))
     return Checked(errors, calls, parsed_args)
+
+
+class Recheck(StrEnum):
+    """What validating a running saga's plan again against fresh facts found."""
+
+    HOLDS = "holds"  # it validates as it did at submission
+    CHANGED = "changed"  # it no longer does: the facts (or the catalogue) changed
+    CANNOT_TELL = "cannot_tell"  # the facts could not be read, or a rule raised
+
+
+class Rechecked(NamedTuple):
+    verdict: Recheck
+    errors: list[PlanError]
+
+    def describe(self) -> str:
+        """The errors, each with its code and where in the plan, for a reason or a refusal."""
+        return "; ".join(f"[{e.code.value}] {e.where()}: {e.message}" for e in self.errors)
+
+
+# what says nothing about the plan, only that it could not be checked
+_BLIND = frozenset({ErrorCode.FACTS_ERROR, ErrorCode.PLAN_CHECK_ERROR})
+
+
+def recheck(plan: Plan, catalogue: Catalogue, facts: FactSource | None) -> Rechecked:
+    """Validate a running saga's plan again, as submission did (the same ``checked``), with
+    fresh ``facts``: before its point of no return, after a wait, before an approval is
+    recorded. Step preconditions are not asked (those of steps that ran describe the world
+    before them; the next step's own is asked by the engine just before it runs).
+
+    Facts that cannot be read (``facts`` raised) make every rule that needs them blind:
+    that is ``CANNOT_TELL``, never a pass; so is a rule that raised, unless another error
+    proves the plan changed."""
+    try:
+        errors = checked(plan, catalogue, preconditions=False, facts=facts).errors
+    except Exception as exc:  # the validator itself raised (an argument model's code)
+        error = PlanError(
+            ErrorCode.PLAN_CHECK_ERROR,
+            f"the plan could not be validated: {type(exc).__name__}: {exc}",
+            path="steps",
+        )
+        return Rechecked(Recheck.CANNOT_TELL, [error])
+    if not errors:
+        return Rechecked(Recheck.HOLDS, [])
+    if any(e.code is ErrorCode.FACTS_ERROR for e in errors):
+        return Rechecked(Recheck.CANNOT_TELL, [e for e in errors if e.code in _BLIND])
+    if all(e.code in _BLIND for e in errors):
+        return Rechecked(Recheck.CANNOT_TELL, errors)
+    return Rechecked(Recheck.CHANGED, [e for e in errors if e.code not in _BLIND])
 
 
 def plan_context(plan: Plan, catalogue: Catalogue | None = None) -> dict[str, object]:
