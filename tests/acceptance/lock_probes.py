@@ -7,17 +7,9 @@ from pathlib import Path
 
 import psycopg
 
+from pivotal.testing.realstop import sqlite_write_locked
 
-def sqlite_write_locked(path: Path) -> bool:
-    conn = sqlite3.connect(path, timeout=0.2, isolation_level=None)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("ROLLBACK")
-        return False
-    except sqlite3.OperationalError:
-        return True
-    finally:
-        conn.close()
+__all__ = ["postgres_sagas_locked", "provider_call_open", "sqlite_write_locked"]
 
 
 def provider_call_open(path: Path, pid: int) -> bool:

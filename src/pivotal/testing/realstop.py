@@ -149,18 +149,23 @@ def _until_stopped(pid: int, deadline: float) -> None:
     raise RuntimeError(f"process {pid} did not stop")
 
 
+def sqlite_write_locked(path: str | Path) -> bool:
+    """Whether some process keeps a write transaction open on the SQLite file ``path``."""
+    conn = sqlite3.connect(path, timeout=0.2, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        conn.close()
+
+
 def _writing(ledger: str) -> bool:
     """Whether some process keeps a write transaction open on ``ledger``."""
     if ledger.startswith("sqlite:///"):
-        conn = sqlite3.connect(ledger.removeprefix("sqlite:///"), timeout=0.2)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("ROLLBACK")
-            return False
-        except sqlite3.OperationalError:
-            return True
-        finally:
-            conn.close()
+        return sqlite_write_locked(ledger.removeprefix("sqlite:///"))
     import psycopg  # PostgreSQL ledgers only
 
     with psycopg.connect(ledger, autocommit=True) as pg:
