@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -12,6 +13,7 @@ from server_api import add_token, approval_plan
 
 from pivotal import FakeClock, Orchestrator, SagaStatus, parse_plan
 from pivotal.examples.commerce import CommerceApp
+from pivotal.examples.commerce.services import CommerceServices
 from pivotal.planning import (
     EscalationStatus,
     PlanningMode,
@@ -355,3 +357,22 @@ async def test_resolving_an_escalation_needs_an_operator_and_the_csrf_token(
     still = await store.escalation(opened)
     assert still is not None
     assert still.status is EscalationStatus.OPEN
+
+
+async def test_the_decision_page_says_when_the_order_changed_since_the_request(
+    login: Login, waiting: int, services: CommerceServices
+) -> None:
+    c = await login(Role.APPROVER)
+    before = await c.get("/ui/approvals/big")
+    assert "against the trusted facts as they are now: the plan still holds" in before.text
+
+    row = services.db.execute("SELECT details FROM orders WHERE order_id = '4471'").fetchone()
+    details = json.loads(row[0] or "{}") | {"amount": "200"}  # the customer added an item
+    services.db.execute(
+        "UPDATE orders SET details = ? WHERE order_id = '4471'", (json.dumps(details),)
+    )
+
+    after = await c.get("/ui/approvals/big")
+    assert "they changed since the request" in after.text
+    assert "[fact_mismatch]" in after.text
+    assert "An approval is refused" in after.text

@@ -244,7 +244,7 @@ async def _detail(
         who,
         saga=views.head(stored),
         steps=views.steps(stored),
-        decision=views.decision(stored, catalogue, now),
+        decision=views.decision(stored, catalogue, now, ctx.orchestrator.app.facts),
         awaiting=stored.state.status is SagaStatus.AWAITING_APPROVAL,
         four_eyes=why_not(who.name, stored),  # why this person may not approve, if so
         stale=stale,

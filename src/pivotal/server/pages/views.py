@@ -8,9 +8,10 @@ from typing import Any
 from pivotal import render
 from pivotal.catalogue import Catalogue
 from pivotal.plan import Plan
-from pivotal.state import Event, SagaState, StepStatus
+from pivotal.state import ApprovalStatus, Event, SagaState, StepStatus
 from pivotal.store.base import DeadLetter, PendingApproval, StoredSaga
 from pivotal.store.planning_records import Escalation
+from pivotal.validation import FactSource, Recheck, recheck
 
 when = render.when
 UNDONE = (StepStatus.SUCCEEDED, StepStatus.UNKNOWN, StepStatus.STARTED, StepStatus.RETRY_WAIT)
@@ -113,8 +114,27 @@ def _precondition(catalogue: Catalogue, name: str, args: dict[str, Any]) -> str:
     return f"does not hold now: {reason}" if reason else "holds now"
 
 
-def decision(stored: StoredSaga, catalogue: Catalogue, now: float) -> dict[str, Any] | None:
-    """What approving and rejecting will do, and the re-check before the pivot."""
+def _facts_now(stored: StoredSaga, catalogue: Catalogue, facts: FactSource | None) -> str:
+    """Whether the plan still holds against the trusted facts as they are now (the check the
+    orchestrator makes before it records an approval, and the engine before the pivot)."""
+    if facts is None:
+        return "the app offers no trusted facts to check the plan against"
+    found = recheck(stored.plan, catalogue, facts)
+    if found.verdict is Recheck.HOLDS:
+        return "the plan still holds against them"
+    if found.verdict is Recheck.CHANGED:
+        return (
+            f"they changed since the request: {found.describe()}. An approval is refused; "
+            "when the saga runs on it compensates"
+        )
+    return f"they cannot be read now ({found.describe()}): an approval is refused until they can"
+
+
+def decision(
+    stored: StoredSaga, catalogue: Catalogue, now: float, facts: FactSource | None = None
+) -> dict[str, Any] | None:
+    """What approving and rejecting will do, and the re-checks before the pivot (the plan
+    against ``facts``, the app's trusted facts, as they are now)."""
     state, a = stored.state, stored.state.approval
     if a is None:
         return None
@@ -143,6 +163,9 @@ def decision(stored: StoredSaga, catalogue: Catalogue, now: float) -> dict[str, 
         "expires_at": render.when(a.expires_at),
         "expires_in": waited(a.expires_at - now) if a.expires_at > now else None,
         "precondition": _precondition(catalogue, pivot.name, args[a.step]),
+        "facts": _facts_now(stored, catalogue, facts)
+        if a.status is ApprovalStatus.PENDING
+        else None,
         "why": a.reason,
         "requested_at": render.when(a.requested_at),
         "waited": waited(now - a.requested_at),
