@@ -17,7 +17,7 @@ to find them.
 from typing import TYPE_CHECKING
 
 from pivotal.app import App, load_app
-from pivotal.catalogue import Catalogue, NothingToUndo, StepContext, StepKind
+from pivotal.catalogue import Catalogue, NothingToUndo, Partial, StepContext, StepKind
 from pivotal.catalogue import Step as Step
 from pivotal.clock import Clock as Clock
 from pivotal.clock import FakeClock, SystemClock
@@ -38,6 +38,8 @@ from pivotal.errors import (
     PlanParseError,
     PlanRejected,
     PlanTooLarge,
+    RolloutRefused,
+    RolloutShadowed,
     SagaConflict,
     SagaNotFound,
     SagaNotParked,
@@ -55,7 +57,13 @@ from pivotal.outbox import Message
 from pivotal.plan import ActorType, Plan, Provenance, parse_plan
 from pivotal.plan import ParallelGroup as ParallelGroup
 from pivotal.plan import StepCall as StepCall
-from pivotal.policy import ApprovalPolicy, ApprovalRequirement, ExposurePolicy, ThresholdPolicy
+from pivotal.policy import (
+    ApprovalPolicy,
+    ApprovalRequirement,
+    ExposurePolicy,
+    Rollout,
+    ThresholdPolicy,
+)
 from pivotal.retry import RetryPolicy
 from pivotal.rules import Agree, AtMost, Check, FromFact, Required, RequiresEarlier
 from pivotal.state import ApprovalStatus as ApprovalStatus
@@ -78,6 +86,7 @@ __all__ = [
     "StepContext",
     "StepKind",
     "NothingToUndo",
+    "Partial",
     "load_app",
     "Plan",
     "Provenance",
@@ -97,6 +106,7 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequirement",
     "ExposurePolicy",
+    "Rollout",
     "ThresholdPolicy",
     "RetryPolicy",
     # running sagas
@@ -128,6 +138,8 @@ __all__ = [
     "PlanParseError",
     "PlanTooLarge",
     "PlanRejected",
+    "RolloutRefused",
+    "RolloutShadowed",
     "SagaConflict",
     "SagaNotFound",
     "SagaNotParked",

@@ -23,7 +23,7 @@ from pivotal.retry import NO_RETRY, RetryPolicy, RetryPredicate
 
 if TYPE_CHECKING:
     from pivotal.plan import Provenance
-    from pivotal.policy import ApprovalPolicy
+    from pivotal.policy import ApprovalPolicy, Rollout
     from pivotal.rules import PlanRule
 
 
@@ -72,6 +72,16 @@ class StepContext:
 class NothingToUndo(str):
     """What an undo returns when it found no effect to reverse (its note says why); such an
     undo is recorded, and counted, as a no-op."""
+
+    __slots__ = ()
+
+
+class Partial(str):
+    """What an undo returns when it could not restore what was there: compensation is
+    semantic (a release after the units were re-sold, a refund of less than was charged).
+    Its note says what was and was not reversed, e.g. ``Partial("refunded 150 of 180: 30
+    was already paid out")``. Such an undo is settled (not retried, not dead-lettered) and
+    recorded as ``undo_partial``; the saga still ends compensated, its reason naming it."""
 
     __slots__ = ()
 
@@ -310,6 +320,9 @@ class Catalogue:
     catalogue is about (an order, the customer who asked); by default the arguments its
     steps declare as entities. The planning loop records them with the plan, and a plan
     whose calls or facts name anything else is refused.
+
+    ``rollout``: a ``policy.Rollout``: agent-proposed plans execute below an exposure; above
+    it they are kept in shadow or refused (step 6 of the migration: low-value sagas first).
     """
 
     def __init__(
@@ -318,6 +331,7 @@ class Catalogue:
         description: str = "",
         *,
         approval: ApprovalPolicy | None = None,
+        rollout: Rollout | None = None,
         rules: Iterable[PlanRule] = (),
         limits: PlanLimits | None = None,
         unbound: Unbound = "allow",
@@ -345,6 +359,7 @@ class Catalogue:
         self.name = name
         self.description = description
         self.approval = approval
+        self.rollout = rollout  # None: agent plans execute whatever they expose
         self.rules: list[PlanRule] = list(rules)
         self.limits = limits or DEFAULT_LIMITS
         self.unbound = unbound

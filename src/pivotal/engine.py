@@ -16,6 +16,7 @@ from pydantic_core import to_jsonable_python
 from pivotal.catalogue import (
     Catalogue,
     NothingToUndo,
+    Partial,
     Step,
     StepContext,
     StepKind,
@@ -52,7 +53,12 @@ _MAY_HAVE_EFFECT = (
     StepStatus.SUCCEEDED,
     StepStatus.UNKNOWN,
 )
-_UNDO_SETTLED = (UndoStatus.DONE, UndoStatus.DEAD_LETTERED, UndoStatus.RESOLVED)
+_UNDO_SETTLED = (
+    UndoStatus.DONE,
+    UndoStatus.PARTIAL,
+    UndoStatus.DEAD_LETTERED,
+    UndoStatus.RESOLVED,
+)
 _UNDO_OPEN = (UndoStatus.STARTED, UndoStatus.RETRY_WAIT, UndoStatus.DEAD_LETTERED)
 _MAX_RELOADS = 5  # version conflicts (a decision written meanwhile) one pass absorbs
 _NOTE_LIMIT = 2000
@@ -964,7 +970,8 @@ class SagaRun:
             reason = f"{self.state.reason}; undo failed and was dead-lettered: {names}"
             await self.emit(self.event(EventType.SAGA_COMPENSATION_FAILED, reason=reason))
         else:
-            await self.emit(self.event(EventType.SAGA_COMPENSATED, reason=self.state.reason))
+            ended = _with_partial_undos(self.state.reason, self.state)
+            await self.emit(self.event(EventType.SAGA_COMPENSATED, reason=ended))
 
     async def _settle_forward(self, index: int) -> bool:
         """Before a step whose outcome is not known is undone: wait until no attempt of it
@@ -1140,7 +1147,9 @@ class SagaRun:
             extra["noop"] = True
         if ctx.outbox:
             extra["messages"] = list(ctx.outbox)
-        await self.emit(self.event(EventType.UNDO_SUCCEEDED, index, attempt, **extra), defer=True)
+        # a partial undo is settled like any other: only its record and its announcement differ
+        kind = EventType.UNDO_PARTIAL if isinstance(note, Partial) else EventType.UNDO_SUCCEEDED
+        await self.emit(self.event(kind, index, attempt, **extra), defer=True)
         return None
 
     async def _park(
@@ -1178,7 +1187,7 @@ class SagaRun:
     async def retry_dead_letter(self, index: int, retries: int) -> bool:
         """Try a parked undo once more, with the same undo key; True when it is settled."""
         rec = self.state.steps[index]
-        if rec.undo_status in (UndoStatus.DONE, UndoStatus.RESOLVED):
+        if rec.undo_status in (UndoStatus.DONE, UndoStatus.PARTIAL, UndoStatus.RESOLVED):
             return True
         if rec.undo_status not in (UndoStatus.DEAD_LETTERED, UndoStatus.STARTED):
             return False
@@ -1208,11 +1217,24 @@ class SagaRun:
             await self.emit(
                 self.event(
                     EventType.SAGA_COMPENSATED,
-                    reason=f"{self.state.reason}; every dead letter has since been settled",
+                    reason=_with_partial_undos(
+                        f"{self.state.reason}; every dead letter has since been settled",
+                        self.state,
+                    ),
                 )
             )
         else:
             await self.flush()
+
+
+def _with_partial_undos(reason: str | None, state: SagaState) -> str | None:
+    """A compensated saga's reason, naming the undos that could restore only part of what
+    was there (their notes are on their ``undo_partial`` events)."""
+    partial = state.partial_undos
+    if not partial:
+        return reason
+    names = ", ".join(f"{r.name} (step {r.index})" for r in partial)
+    return f"{reason}; undone only in part: {names}"
 
 
 def _outcome_name(exc: BaseException, outcome: Outcome) -> str:

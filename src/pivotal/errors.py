@@ -81,6 +81,25 @@ class PlanRejected(PivotalError):
         super().__init__("plan rejected:\n  " + "\n  ".join(lines))
 
 
+class RolloutRefused(PivotalError):
+    """The catalogue's rollout refuses agent plans that expose this much; no saga was
+    recorded (a person may submit it, or the rollout be widened)."""
+
+    code = "rollout_refused"
+
+
+class RolloutShadowed(PivotalError):
+    """The catalogue's rollout keeps agent plans that expose this much in shadow: the plan
+    validated and was recorded as shadow planning run ``run_id``; no saga exists, nothing
+    runs. Not a failure of the plan: a person decides whether to carry it out."""
+
+    code = "rollout_shadow"
+
+    def __init__(self, message: str, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(message)
+
+
 class SagaConflict(PivotalError):
     """A saga with this id already exists with a different plan."""
 

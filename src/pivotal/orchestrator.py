@@ -22,6 +22,8 @@ from pivotal.errors import (
     InvalidInput,
     LeaseLost,
     PlanRejected,
+    RolloutRefused,
+    RolloutShadowed,
     SagaConflict,
     SagaNotFound,
     SagaNotParked,
@@ -32,7 +34,7 @@ from pivotal.errors import (
 from pivotal.hooks import Hook
 from pivotal.identity import identity_of
 from pivotal.lease import Lease, LeaseKeeper
-from pivotal.plan import FlatCall, Plan
+from pivotal.plan import ActorType, FlatCall, Plan
 from pivotal.principals import canonical_person
 from pivotal.serving import catalogue_digest, unserved
 from pivotal.state import (
@@ -46,6 +48,15 @@ from pivotal.state import (
     replay,
 )
 from pivotal.store.base import DeadLetter, Store, StoredSaga
+from pivotal.store.planning_records import (
+    Attempt,
+    AttemptError,
+    PlannerInfo,
+    PlanningMode,
+    PlanningOutcome,
+    PlanningRun,
+    PlanRequest,
+)
 from pivotal.telemetry import Observers, Telemetry
 from pivotal.validation import Checked, Recheck, checked, recheck
 
@@ -133,7 +144,7 @@ class Orchestrator:
         if existing is None:
             # Validated once, when first submitted: a resubmission of the same plan returns
             # the saga even if its preconditions no longer hold (it may have run since).
-            state, event, _ = self._submission(plan, saga_id)
+            state, event, _ = await self._new(plan, saga_id)
             if await self.store.create(state, plan, plan.provenance, [event]):
                 self.telemetry.committed(None, state, [event])
                 return state
@@ -159,7 +170,7 @@ class Orchestrator:
         _check_id(saga_id)
         existing = await self.store.load(saga_id) if saga_id is not None else None
         if existing is None:
-            state, submitted, _ = self._submission(plan, saga_id)
+            state, submitted, _ = await self._new(plan, saga_id)
             started = Event(
                 type=EventType.COMPENSATION_STARTED,
                 at=submitted.at,
@@ -180,6 +191,39 @@ class Orchestrator:
                 f"saga {existing.state.saga_id} already exists with a different plan"
             )
         return existing
+
+    async def _new(self, plan: Plan, saga_id: str | None) -> tuple[SagaState, Event, Checked]:
+        """``_submission``, then the catalogue's rollout: every path that records a new
+        saga (``submit``, ``submit_aborted``, ``execute``; the HTTP, MCP and CLI entry
+        points) comes through here, after validation and before anything is written."""
+        state, event, found = self._submission(plan, saga_id)
+        rollout = self.app.catalogue(plan.catalogue).rollout
+        if rollout is None or plan.provenance.actor_type is not ActorType.AGENT:
+            return state, event, found
+        catalogue = self.app.catalogue(plan.catalogue)
+        exposure = rollout.exposure(plan, catalogue)
+        setting = rollout.describe()
+        if exposure < rollout.execute_below:
+            marked = {"exposure": f"{exposure:f}", "setting": setting}
+            event = replace(event, data={**event.data, "rollout": marked})
+            return state, event, found
+        if saga_id is not None and await self.store.load(saga_id) is not None:
+            return state, event, found  # recorded before: a resubmission returns it as it is
+        why = (
+            f"the plan exposes {exposure:f}, not below the rollout limit "
+            f"{rollout.execute_below:f} of catalogue {plan.catalogue!r} ({setting})"
+        )
+        shadow = rollout.above == "shadow"
+        code = RolloutShadowed.code if shadow else RolloutRefused.code
+        run = _rollout_run(plan, self.clock.now(), shadow, code, why, setting, exposure)
+        await self.store.record_run(run)
+        if shadow:
+            raise RolloutShadowed(
+                f"kept in shadow, not run: {why}. It validated and was recorded as shadow "
+                f"run {run.run_id}; a person decides whether to carry it out",
+                run.run_id,
+            )
+        raise RolloutRefused(f"refused: {why}. No saga was recorded")
 
     def _submission(self, plan: Plan, saga_id: str | None) -> tuple[SagaState, Event, Checked]:
         """The state and event of a new saga for ``plan``, and what validating it found;
@@ -348,7 +392,7 @@ class Orchestrator:
             return await self.run(state.saga_id, options=options)
         _check_id(saga_id)
         try:
-            state, event, found = self._submission(plan, saga_id)
+            state, event, found = await self._new(plan, saga_id)
         except PlanRejected:
             # a resubmission is not validated again (see ``submit``): it runs what exists
             if saga_id is None or await self.store.load(saga_id) is None:
@@ -685,3 +729,53 @@ def _subjects(catalogue: Catalogue, calls: list[FlatCall]) -> dict[str, dict[str
     if not named:
         return {}
     return {"subjects": {name: sorted(values) for name, values in sorted(named.items())}}
+
+
+ROLLOUT_BATCH = "rollout"  # the batch id of the planning runs a rollout records (report.py)
+
+
+def _rollout_run(
+    plan: Plan,
+    at: float,
+    shadow: bool,
+    code: str,
+    why: str,
+    setting: str,
+    exposure: object,
+) -> PlanningRun:
+    """The record of an agent plan a rollout held back: a shadow planning run, accepted
+    (validated, kept, never run) or rejected (refused; the plan kept for review only)."""
+    prov = plan.provenance
+    by = PlannerInfo(
+        actor_type=prov.actor_type,
+        actor_id=prov.actor_id[:200] or "unknown",
+        model=prov.model,
+        prompt_version=prov.prompt_version,
+    )
+    errors = () if shadow else (AttemptError(code=code, message=why),)
+    attempt = Attempt(
+        n=1,
+        by=by,
+        plan=plan.model_dump(mode="json"),
+        rationale=plan.rationale,
+        errors=errors,
+        accepted=shadow,
+        at=at,
+    )
+    return PlanningRun(
+        run_id=f"ro_{uuid.uuid4().hex}",
+        mode=PlanningMode.SHADOW,
+        request=PlanRequest(
+            text=plan.rationale[:8000],
+            context={"rollout": setting, "exposure": str(exposure), "code": code},
+            catalogue=plan.catalogue,
+            source_document_id=prov.source_document_id,
+        ),
+        catalogue=plan.catalogue,
+        planner=by,
+        attempts=(attempt,),
+        outcome=PlanningOutcome.ACCEPTED if shadow else PlanningOutcome.REJECTED,
+        plan=plan if shadow else None,
+        batch_id=ROLLOUT_BATCH,
+        created_at=at,
+    )

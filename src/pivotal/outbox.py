@@ -40,7 +40,13 @@ ANNOUNCED: Mapping[EventType, str] = {
 }
 
 # Events that may carry messages a step published through its context or announced.
-_STEP_MESSAGES = frozenset({EventType.STEP_SUCCEEDED, EventType.UNDO_SUCCEEDED})
+_STEP_MESSAGES = frozenset(
+    {EventType.STEP_SUCCEEDED, EventType.UNDO_SUCCEEDED, EventType.UNDO_PARTIAL}
+)
+_UNDOS = frozenset({EventType.UNDO_SUCCEEDED, EventType.UNDO_PARTIAL})
+
+# What announces an undo that could restore only part of what was there (with its note).
+UNDO_PARTIAL = "step.undo_partial"
 
 # What replaces a step's announcement that could not be made (its function raised, or
 # returned what cannot be kept): the success stands, and the failure is announced instead.
@@ -116,8 +122,10 @@ def messages_for(state: SagaState, events: Sequence[Event]) -> list[Message]:
         kind = ANNOUNCED.get(e.type)
         if kind is not None:
             out.append(_announcement(state, e, kind))
+        if e.type is EventType.UNDO_PARTIAL:
+            out.append(_partial_undo(state, e))
         if e.type in _STEP_MESSAGES:
-            undo = e.type is EventType.UNDO_SUCCEEDED
+            undo = e.type in _UNDOS
             key = f"{state.saga_id}:{e.step}" + (":undo" if undo else "")
             for n, m in enumerate(e.data.get("messages") or ()):
                 out.append(
@@ -140,6 +148,26 @@ def messages_for(state: SagaState, events: Sequence[Event]) -> list[Message]:
                     )
                 )
     return out
+
+
+def _partial_undo(state: SagaState, e: Event) -> Message:
+    step = e.step
+    return Message(
+        id=f"{state.saga_id}:{e.seq}",
+        saga_id=state.saga_id,
+        type=UNDO_PARTIAL,
+        payload={
+            "saga_id": state.saga_id,
+            "catalogue": state.catalogue,
+            "step": step,
+            "step_name": None if step is None else state.steps[step].name,
+            "note": e.data.get("note"),
+            "provenance_ref": state.provenance_ref,
+        },
+        created_at=e.at,
+        traceparent=state.traceparent,
+        next_attempt_at=e.at,
+    )
 
 
 def _announcement(state: SagaState, e: Event, kind: str) -> Message:

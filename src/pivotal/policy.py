@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -89,6 +89,19 @@ def _takes(catalogue: Catalogue, steps: Iterable[str], field: str) -> list[str]:
     return [s for s in steps if s in catalogue and field in catalogue[s].args_model.model_fields]
 
 
+def exposure_of(plan: Plan, field: str = "amount", counted: Iterable[str] | None = None) -> Decimal:
+    """The total of ``field`` over the calls of ``plan`` (of the ``counted`` steps only, when
+    given): what a plan exposes, as ``ExposurePolicy`` and ``Rollout`` both measure it."""
+    names = None if counted is None else frozenset(counted)
+    total = Decimal(0)
+    for flat in plan.calls():
+        if names is not None and flat.call.name not in names:
+            continue
+        value = _number(flat.call.args.get(field))
+        total += value if value is not None else 0
+    return total
+
+
 @dataclass(frozen=True)
 class ThresholdPolicy:
     """Pivots whose ``field`` exceeds a threshold need approval; thresholds vary by tier.
@@ -145,15 +158,7 @@ class ThresholdPolicy:
 
     def _moved(self, plan: Plan, step: str) -> Decimal:
         """What another saga's plan moves at the steps this policy looks at."""
-        looked_at = self.steps if self.steps is not None else {step}
-        return sum(
-            (
-                _number(f.call.args.get(self.field)) or Decimal(0)
-                for f in plan.calls()
-                if f.call.name in looked_at
-            ),
-            Decimal(0),
-        )
+        return exposure_of(plan, self.field, self.steps if self.steps is not None else {step})
 
 
 @dataclass(frozen=True)
@@ -195,13 +200,7 @@ class ExposurePolicy:
 
     def exposure(self, plan: Plan) -> Decimal:
         """The total of ``field`` over the counted calls of ``plan``."""
-        total = Decimal(0)
-        for flat in plan.calls():
-            if self.counted is not None and flat.call.name not in self.counted:
-                continue
-            value = _number(flat.call.args.get(self.field))
-            total += value if value is not None else 0
-        return total
+        return exposure_of(plan, self.field, self.counted)
 
     def __call__(
         self, step: str, args: BaseModel, plan: Plan, *, prior: Sequence[Plan] = ()
@@ -231,3 +230,49 @@ class ExposurePolicy:
         if not reasons:
             return None
         return ApprovalRequirement("; ".join(reasons), self.expires_in, approvers=approvers)
+
+
+RolloutAbove = Literal["shadow", "refuse"]
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """How far a catalogue trusts plans an agent proposed (``provenance.actor_type`` agent):
+    those whose exposure is below ``execute_below`` are submitted as usual; the others are
+    recorded in shadow (validated and kept as a shadow planning run, never run: ``above=
+    "shadow"``, error code ``rollout_shadow``) or refused and recorded as refused
+    (``"refuse"``, ``rollout_refused``). Plans of people and systems are not limited.
+
+    The exposure is measured as the catalogue's approval policy measures it (``exposure_of``
+    in both): an ``ExposurePolicy``'s total over its counted steps; a ``ThresholdPolicy``'s
+    ``field`` over the pivots it looks at (its ``steps``, else every step that is not
+    compensable); another policy's ``exposure(plan)`` when it has one; else the total of
+    ``field`` over every call.
+    """
+
+    execute_below: Decimal
+    above: RolloutAbove = "shadow"
+    field: str = "amount"
+
+    def __post_init__(self) -> None:
+        limit = _number(self.execute_below)
+        if limit is None or limit < 0:
+            raise ValueError(f"execute_below must be a finite number >= 0: {self.execute_below!r}")
+        object.__setattr__(self, "execute_below", limit)
+        if self.above not in ("shadow", "refuse"):
+            raise ValueError(f"above must be 'shadow' or 'refuse', not {self.above!r}")
+
+    def exposure(self, plan: Plan, catalogue: Catalogue) -> Decimal:
+        """What ``plan`` exposes, measured as ``catalogue``'s approval policy measures it."""
+        approval = catalogue.approval
+        if isinstance(approval, ThresholdPolicy):
+            pivots = {s.name for s in catalogue if s.kind is not StepKind.COMPENSABLE}
+            steps = approval.steps if approval.steps is not None else pivots
+            return exposure_of(plan, approval.field, steps)
+        measure = getattr(approval, "exposure", None)  # ExposurePolicy, or one like it
+        if callable(measure):
+            return Decimal(measure(plan))
+        return exposure_of(plan, self.field)
+
+    def describe(self) -> str:
+        return f"agent plans execute below {self.execute_below:f}; above: {self.above}"

@@ -32,6 +32,7 @@ EVENT_STYLE = {
     EventType.STEP_UNKNOWN: "red",
     EventType.COMPENSATION_STARTED: "bold yellow",
     EventType.UNDO_SUCCEEDED: "yellow",
+    EventType.UNDO_PARTIAL: "bold yellow",
     EventType.SAGA_NEEDS_HUMAN: "bold magenta",
     EventType.SAGA_RESUMED: "cyan",
     EventType.SAGA_RESOLVED: "bold blue",
@@ -70,6 +71,8 @@ def _detail(event: Event) -> str:
         return f"by {d.get('by')}: {d.get('why')}"
     if event.type is EventType.UNDO_SUCCEEDED and d.get("note"):
         return f"note: {d['note']}"
+    if event.type is EventType.UNDO_PARTIAL:
+        return f"partial: {d.get('note') or 'no note'}"
     return ""
 
 
@@ -102,12 +105,25 @@ def timeline(state: SagaState, events: Sequence[Event]) -> Table:
     return table
 
 
-def steps_table(state: SagaState) -> Table:
+def partial_notes(events: Sequence[Event]) -> dict[int, str]:
+    """The note of each step's partial undo, by step index (the last one recorded)."""
+    return {
+        e.step: str(e.data.get("note") or "")
+        for e in events
+        if e.type is EventType.UNDO_PARTIAL and e.step is not None
+    }
+
+
+def steps_table(state: SagaState, events: Sequence[Event] = ()) -> Table:
+    """The steps; given the events, a partial undo's note is shown after its status."""
     table = Table(title="steps", title_justify="left", header_style="dim")
     for col in ("#", "step", "kind", "status", "tries", "undo", "result / error"):
         table.add_column(col)
+    notes = partial_notes(events)
     for r in state.steps:
         undo = "" if r.undo_status.value == "none" else f"{r.undo_status.value} ({r.undo_attempts})"
+        if r.index in notes:
+            undo = f"{undo}: {_short(notes[r.index], 60)}"
         table.add_row(
             str(r.index) + ("" if r.group is None else f" ∥{r.group}"),
             safe_text(r.name),
@@ -153,7 +169,7 @@ def saga_view(
         head.add_row("approval", safe_text(f"{a.status.value}{by} — {a.reason}"))
     return Group(
         Panel(head, expand=False),
-        steps_table(state),
+        steps_table(state, events),
         Panel(timeline(state, events), title="events", title_align="left", expand=False),
     )
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pivotal.engine import point_of_no_return
 from pivotal.errors import InvalidInput
+from pivotal.orchestrator import ROLLOUT_BATCH
 from pivotal.plan import Provenance
 from pivotal.plan_errors import ErrorCode
 from pivotal.state import Event, EventType, SagaState, SagaStatus
@@ -129,6 +130,15 @@ def cause(kind: CauseKind, step: str | None = None, outcome: str | None = None) 
     return Cause(kind=kind, step=step, outcome=outcome, label=label)
 
 
+class PartialUndo(_Model):
+    """An undo that could restore only part of what was there (compensation is semantic):
+    settled, with its note on what was and was not reversed."""
+
+    step: str
+    index: int
+    note: str | None
+
+
 class SagaEntry(_Model):
     """One saga of the period that did not complete, with why and who proposed it."""
 
@@ -144,6 +154,9 @@ class SagaEntry(_Model):
     updated_at: float
     provenance_ref: str
     provenance: Provenance | None = Field(description="Who proposed the plan (None: not kept).")
+    partial_undos: list[PartialUndo] = Field(
+        default_factory=list, description="Its undos that restored only part of the effect."
+    )
 
 
 class CauseGroup(_Model):
@@ -182,6 +195,16 @@ class PlannerReport(_Model):
     escalations: list[EscalationEntry] = Field(description="Opened in the period, newest first.")
 
 
+class RolloutEntry(_Model):
+    """One catalogue's rollout over the period: what it let agent plans do."""
+
+    catalogue: str
+    setting: str = Field(description="The rollout, e.g. `agent plans execute below 50; ...`.")
+    executed: int = Field(description="Agent sagas submitted below the limit.")
+    shadowed: int = Field(description="Agent plans above it kept in shadow, never run.")
+    refused: int = Field(description="Agent plans above it refused.")
+
+
 class Report(_Model):
     """Sagas of the period that ended compensated, compensation_failed or needs_human,
     grouped by cause, and the planner's rejections of the period."""
@@ -192,7 +215,13 @@ class Report(_Model):
     sagas: int
     by_status: dict[str, int]
     causes: list[CauseGroup] = Field(description="Largest group first.")
+    partial_undos: int = Field(
+        default=0, description="Undos of these sagas that restored only part of the effect."
+    )
     planner: PlannerReport
+    rollout: list[RolloutEntry] = Field(
+        default_factory=list, description="Catalogues whose rollout limited agent plans."
+    )
     truncated: bool = Field(description="A list hit the limit: the report may be partial.")
     truncated_lists: list[str] = Field(description="Which lists hit the limit.")
     limit: int
@@ -257,6 +286,15 @@ def parked_cause(state: SagaState, events: Sequence[Event]) -> Cause:
     return cause(CauseKind.FAILED_AFTER_POINT_OF_NO_RETURN, name, outcome)
 
 
+def partial_undos_of(state: SagaState, events: Sequence[Event]) -> list[PartialUndo]:
+    """The saga's undos that were partial, in the order they were recorded."""
+    return [
+        PartialUndo(step=state.steps[e.step].name, index=e.step, note=e.data.get("note"))
+        for e in events
+        if e.type is EventType.UNDO_PARTIAL and e.step is not None and e.step < len(state.steps)
+    ]
+
+
 def causes_of(state: SagaState, events: Sequence[Event]) -> tuple[Cause, Cause | None]:
     """(the cause a saga is grouped by, what started its compensation when that differs)."""
     if state.status is SagaStatus.NEEDS_HUMAN:
@@ -278,7 +316,8 @@ async def _entry(
     if stored is None or stored.state.status not in REVIEWED:
         return None  # gone, or moved on since it was listed
     state = stored.state
-    main, trigger = causes_of(state, await store.events(state.saga_id))
+    events = await store.events(state.saga_id)
+    main, trigger = causes_of(state, events)
     ref = state.provenance_ref
     if ref not in provenances:
         provenances[ref] = await store.provenance(ref) or stored.plan.provenance
@@ -293,6 +332,7 @@ async def _entry(
         updated_at=state.updated_at,
         provenance_ref=ref,
         provenance=provenances[ref],
+        partial_undos=partial_undos_of(state, events),
     )
 
 
@@ -369,6 +409,41 @@ async def _planning(
     return runs, [e for e in escalations if period.holds(e.created_at)]
 
 
+async def rollout_report(
+    store: Store, period: Period, runs: Sequence[PlanningRun], limit: int, cut: list[str]
+) -> list[RolloutEntry]:
+    """Per catalogue: agent sagas its rollout let through (their submission says so), and
+    the plans it kept in shadow or refused (its shadow planning runs of the period)."""
+    settings: dict[str, str] = {}
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for run in runs:
+        if run.batch_id != ROLLOUT_BATCH or run.mode is not PlanningMode.SHADOW:
+            continue
+        settings[run.catalogue] = str(run.request.context.get("rollout") or "")
+        counts[run.catalogue]["shadowed" if run.accepted else "refused"] += 1
+    found = await store.list_sagas(None, limit)  # newest first
+    if len(found) >= limit and found[-1].created_at >= period.since:
+        cut.append("sagas (rollout)")
+    for summary in found:
+        if not period.holds(summary.created_at):
+            continue
+        events = await store.events(summary.saga_id)
+        marked = events[0].data.get("rollout") if events else None
+        if isinstance(marked, dict):
+            settings.setdefault(summary.catalogue, str(marked.get("setting") or ""))
+            counts[summary.catalogue]["executed"] += 1
+    return [
+        RolloutEntry(
+            catalogue=name,
+            setting=settings[name],
+            executed=counts[name]["executed"],
+            shadowed=counts[name]["shadowed"],
+            refused=counts[name]["refused"],
+        )
+        for name in sorted(settings)
+    ]
+
+
 async def build_report(
     store: Store, period: Period, *, now: float, limit: int = DEFAULT_LIMIT
 ) -> Report:
@@ -391,6 +466,7 @@ async def build_report(
                 seen.add(entry.saga_id)
                 entries.append(entry)
     runs, escalations = await _planning(store, period, limit, cut)
+    rollout = await rollout_report(store, period, runs, limit, cut)
     by_status = Counter(e.status.value for e in entries)
     return Report(
         since=period.since,
@@ -399,7 +475,9 @@ async def build_report(
         sagas=len(entries),
         by_status={s.value: by_status[s.value] for s in REVIEWED},
         causes=_groups(entries),
+        partial_undos=sum(len(e.partial_undos) for e in entries),
         planner=planner_report(runs, escalations),
+        rollout=rollout,
         truncated=bool(cut),
         truncated_lists=cut,
         limit=limit,

@@ -49,6 +49,7 @@ class UndoStatus(StrEnum):
     STARTED = "started"
     RETRY_WAIT = "retry_wait"
     DONE = "done"
+    PARTIAL = "partial"  # settled, but it could not restore all that was there
     DEAD_LETTERED = "dead_lettered"
     RESOLVED = "resolved"  # an operator settled the dead letter
 
@@ -74,6 +75,7 @@ class EventType(StrEnum):
     COMPENSATION_STARTED = "compensation_started"
     UNDO_STARTED = "undo_started"
     UNDO_SUCCEEDED = "undo_succeeded"
+    UNDO_PARTIAL = "undo_partial"  # settled, reversing only part of the effect (its note)
     UNDO_RETRY_SCHEDULED = "undo_retry_scheduled"
     UNDO_DEAD_LETTERED = "undo_dead_lettered"
     DEAD_LETTER_RESOLVED = "dead_letter_resolved"
@@ -178,6 +180,11 @@ class SagaState:
     def dead_letters(self) -> tuple[StepRecord, ...]:
         return tuple(r for r in self.steps if r.undo_status is UndoStatus.DEAD_LETTERED)
 
+    @property
+    def partial_undos(self) -> tuple[StepRecord, ...]:
+        """The steps whose undo could restore only part of what was there."""
+        return tuple(r for r in self.steps if r.undo_status is UndoStatus.PARTIAL)
+
 
 def _later(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else max(a, b)
@@ -237,6 +244,12 @@ def _step_changes(event: Event, rec: StepRecord | None) -> dict[str, Any] | None
             }
         case EventType.UNDO_SUCCEEDED:
             return {"undo_status": UndoStatus.DONE, "undo_error": None, "undo_doubt_until": None}
+        case EventType.UNDO_PARTIAL:
+            return {
+                "undo_status": UndoStatus.PARTIAL,
+                "undo_error": None,
+                "undo_doubt_until": None,
+            }
         case EventType.UNDO_RETRY_SCHEDULED:
             return {
                 "undo_status": UndoStatus.RETRY_WAIT,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from mcp_types import CallToolResult, Implementation
 from mcp import Client
 from pivotal import ActorType, Orchestrator, SagaStatus
 from pivotal.mcp import TOOL_NAMES, build_server
+from pivotal.policy import Rollout
 from pivotal.saga_scope import scoped
 from pivotal.store import Store
 
@@ -248,4 +250,16 @@ async def test_a_server_that_needs_tokens_never_takes_an_unnamed_caller(
             assert isinstance(result, CallToolResult)
             assert result.is_error
             assert "bearer token of role agent" in str(result.content[0])
+    assert await orch.store.list_sagas(None, 10) == []
+
+
+async def test_a_plan_above_the_rollout_limit_is_kept_in_shadow(
+    call: Call, orch: Orchestrator, app: Any
+) -> None:
+    app.catalogue("checkout").rollout = Rollout(execute_below=Decimal("5"))
+    result = await call("submit_plan", plan=checkout())
+    shadowed = error(result)
+    assert shadowed["error"] == "rollout_shadow"
+    assert "kept in shadow, not run" in shadowed["message"]
+    assert "do not submit it again" in result.content[0].text  # type: ignore[union-attr]
     assert await orch.store.list_sagas(None, 10) == []

@@ -4,10 +4,13 @@ on bodies and plans."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
+from typing import Any
 
 from server_api import Clients, add_token, as_json, plan_body
 
 from pivotal import FakeClock
+from pivotal.policy import Rollout
 from pivotal.principals import Role
 from pivotal.saga_scope import scoped
 from pivotal.server.limits import MAX_BODY
@@ -171,3 +174,21 @@ async def test_every_list_is_paginated(as_role: Clients) -> None:
             reply = await viewer.get(f"{path}?{bad}")
             assert reply.status_code == 422, (path, bad)
             assert reply.json()["error"]["code"] == "invalid_input"
+
+
+async def test_an_agent_plan_above_the_rollout_limit_is_202_in_shadow(
+    as_role: Clients, store: Store, app: Any
+) -> None:
+    app.catalogue("checkout").rollout = Rollout(execute_below=Decimal("5"))
+    reply = await as_role[Role.AGENT].post("/v1/sagas", content=as_json(plan_body()))
+    assert reply.status_code == 202, reply.text
+    body = reply.json()
+    assert (body["shadowed"], body["code"]) == (True, "rollout_shadow")
+    assert body["run_id"].startswith("ro_")
+    assert await store.list_sagas() == []
+    person = await as_role[Role.ADMIN].post("/v1/sagas", content=as_json(plan_body()))
+    assert person.status_code == 201, person.text  # a person's plan is not limited
+    app.catalogue("checkout").rollout = Rollout(execute_below=Decimal("5"), above="refuse")
+    refused = await as_role[Role.AGENT].post("/v1/sagas", content=as_json(plan_body("o-2")))
+    assert refused.status_code == 422
+    assert refused.json()["error"]["code"] == "rollout_refused"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
+from decimal import Decimal
 
 import httpx
 import pytest
@@ -22,6 +23,7 @@ from pivotal.planning import (
     ScriptedPlanner,
     propose_plan,
 )
+from pivotal.policy import Rollout
 from pivotal.principals import Role
 from pivotal.store import Store
 
@@ -376,3 +378,30 @@ async def test_the_decision_page_says_when_the_order_changed_since_the_request(
     assert "they changed since the request" in after.text
     assert "[fact_mismatch]" in after.text
     assert "An approval is refused" in after.text
+
+
+async def test_the_saga_page_shows_a_partial_undo_with_its_note(
+    login: Login, orchestrator: Orchestrator, services: CommerceServices, faults, checkout_plan
+) -> None:
+    from pivotal.examples.commerce import Fault
+
+    faults.always("ship", Fault.PERMANENT)
+    services.resell("o-partial", "sku-1", 1)
+    state = await orchestrator.execute(checkout_plan("o-partial"), saga_id="resold")
+    assert state.status is SagaStatus.COMPENSATED
+    c = await login(Role.VIEWER)
+    page = (await c.get("/ui/sagas/resold")).text
+    assert "undo_partial" in page
+    assert "partial" in page
+    assert "1 of 2 units back in stock, 1 already re-sold" in page
+    assert "undone only in part: reserve_stock (step 0)" in page
+
+
+async def test_the_queue_shows_each_catalogues_rollout(login: Login, app: CommerceApp) -> None:
+    c = await login(Role.VIEWER)
+    assert "Rollout of" not in (await c.get("/ui/approvals")).text  # none: no line
+    app.catalogue("checkout").rollout = Rollout(execute_below=Decimal("50"), above="refuse")
+    queue = await c.get("/ui/approvals")
+    assert "Rollout of <strong>checkout</strong>: agent plans execute below 50; above: refuse" in (
+        queue.text
+    )

@@ -101,7 +101,10 @@ def render(found: Report, *, show: int = 10) -> Group:
     if found.causes:
         parts.append(causes_table(found))
         parts += [group_table(g, show) for g in found.causes]
+    if found.partial_undos:
+        parts.append(partial_table(found, show))
     parts += planner_parts(found.planner)
+    parts += rollout_parts(found)
     return Group(*parts)
 
 
@@ -169,6 +172,27 @@ def group_table(group: CauseGroup, show: int) -> Table:
     return table
 
 
+def partial_table(found: Report, show: int) -> Table:
+    """The undos that restored only part of what was there, with their notes."""
+    title = f"undone only in part: {plural(found.partial_undos, 'undo')}"
+    table = Table(title=title, title_justify="left", header_style="dim")
+    for col in ("saga", "step", "status"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("note", overflow="fold", ratio=1, min_width=24)
+    rows = [(e, p) for g in found.causes for e in g.sagas for p in e.partial_undos]
+    for e, p in rows[:show]:
+        table.add_row(
+            safe_text(e.saga_id),
+            safe_text(f"{p.step} (step {p.index})"),
+            status_text(e.status),
+            safe_text(p.note or ""),
+        )
+    if len(rows) > show:
+        table.caption = f"{len(rows) - show} more not shown (--show N, or --json)"
+        table.caption_justify = "left"
+    return table
+
+
 def planner_parts(planner: PlannerReport) -> list[RenderableType]:
     """What the planner got wrong: runs by outcome, error codes, escalations."""
     if not planner.runs and not planner.escalations:
@@ -208,3 +232,21 @@ def planner_parts(planner: PlannerReport) -> list[RenderableType]:
             )
         parts.append(table)
     return parts
+
+
+def rollout_parts(found: Report) -> list[RenderableType]:
+    """Each catalogue whose rollout limited agent plans: its setting and what it did."""
+    if not found.rollout:
+        return []
+    table = Table(title="rollout (agent plans)", title_justify="left", header_style="dim")
+    for column in ("catalogue", "setting", "executed", "shadowed", "refused"):
+        table.add_column(column, justify="right" if column[-2:] == "ed" else "left")
+    for r in found.rollout:
+        table.add_row(
+            safe_text(r.catalogue),
+            safe_text(r.setting),
+            str(r.executed),
+            str(r.shadowed),
+            str(r.refused),
+        )
+    return [table]

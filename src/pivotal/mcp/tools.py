@@ -23,6 +23,8 @@ from pivotal.errors import (
     PivotalError,
     PlanParseError,
     PlanRejected,
+    RolloutRefused,
+    RolloutShadowed,
     SagaConflict,
 )
 from pivotal.four_eyes import require_on_behalf_of
@@ -154,6 +156,12 @@ class PlannerTools:
             return _rejected(views.error_views(exc.errors))
         except SagaConflict:
             return _taken(saga_id or "")
+        except RolloutShadowed as exc:
+            return views.failed(
+                exc.code, f"{exc.message}. No saga was created; do not submit it again"
+            )
+        except RolloutRefused as exc:
+            return views.failed(exc.code, f"{exc.message}; a person must handle this request")
         except InvalidInput as exc:
             return views.failed(
                 exc.code, f"saga_id: {exc.message}; or omit saga_id to get a new id"

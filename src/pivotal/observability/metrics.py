@@ -105,8 +105,15 @@ class PivotalMetrics(Telemetry):
         )
         self.undos = Counter(
             "pivotal_undos",
-            "Undo outcomes: done, noop, retried, dead_lettered, resolved (by an operator).",
+            "Undo outcomes: done, noop, partial, retried, dead_lettered, resolved (by an "
+            "operator).",
             ["catalogue", "step", "outcome"],
+            registry=r,
+        )
+        self.undos_partial = Counter(
+            "pivotal_undos_partial",
+            "Undos that could restore only part of what was there (settled, with a note).",
+            ["catalogue", "step"],
             registry=r,
         )
         self.compensations = Counter(
@@ -260,6 +267,10 @@ class PivotalMetrics(Telemetry):
         elif t is EventType.UNDO_SUCCEEDED:
             done = "noop" if event.data.get("noop") is True else "done"
             self.undos.labels(catalogue, _step_name(after, event.step), done).inc()
+        elif t is EventType.UNDO_PARTIAL:
+            step = _step_name(after, event.step)
+            self.undos.labels(catalogue, step, "partial").inc()
+            self.undos_partial.labels(catalogue, step).inc()
         elif t in _UNDO_OUTCOMES:
             self.undos.labels(catalogue, _step_name(after, event.step), _UNDO_OUTCOMES[t]).inc()
         elif t is EventType.COMPENSATION_STARTED:

@@ -20,6 +20,7 @@ from pivotal.errors import (
     PlanParseError,
     PlanRejected,
     PlanTooLarge,
+    RolloutRefused,
     SagaConflict,
     SagaNotFound,
     SagaNotParked,
@@ -72,6 +73,7 @@ STATUS: tuple[tuple[type[PivotalError], int], ...] = (
     (PlanTooLarge, 413),
     (PlanParseError, 422),
     (PlanRejected, 422),
+    (RolloutRefused, 422),  # the catalogue's rollout refuses agent plans exposing this much
     (InvalidInput, 422),
     (SagaConflict, 409),
     (VersionConflict, 409),

@@ -183,6 +183,8 @@ def dead_letter_changes(
             out.append((q.UPSERT_DEAD_LETTER, params))
         elif e.type is EventType.UNDO_SUCCEEDED:
             out.append((q.SETTLE_DEAD_LETTER, (e.at, "the undo succeeded", key)))
+        elif e.type is EventType.UNDO_PARTIAL:
+            out.append((q.SETTLE_DEAD_LETTER, (e.at, "the undo succeeded in part", key)))
         elif e.type is EventType.DEAD_LETTER_RESOLVED:
             out.append((q.SETTLE_DEAD_LETTER, (e.at, str(e.data.get("reason")), key)))
     return out

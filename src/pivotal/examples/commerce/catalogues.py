@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pivotal.catalogue import Catalogue, NothingToUndo, StepContext
+from pivotal.catalogue import Catalogue, NothingToUndo, Partial, StepContext
 from pivotal.examples.commerce.services import CommerceServices
 from pivotal.identity import MONEY, Email, Identity, OrderId, Sku
 from pivotal.plan import Plan
@@ -112,7 +112,14 @@ def _inventory_steps(catalogue: Catalogue, svc: CommerceServices) -> None:
 
     @reserve_stock.undo
     async def release_stock(args: ReserveStock, result: Any, ctx: StepContext) -> str:
-        return _note("released reservation", svc.release(reserved_with=ctx.action_key, key=ctx.key))
+        released = svc.release(reserved_with=ctx.action_key, key=ctx.key)
+        if "returned" in released:  # some units were re-sold meanwhile: they stay sold
+            back, of = released["returned"], released["quantity"]
+            return Partial(
+                f"released reservation {released['released']}: {back} of {of} units back "
+                f"in stock, {of - back} already re-sold"
+            )
+        return _note("released reservation", released)
 
 
 def _shipment(catalogue: Catalogue, svc: CommerceServices, *, retriable: bool) -> None:

@@ -30,6 +30,9 @@ CREATE TABLE IF NOT EXISTS effects (
 CREATE TABLE IF NOT EXISTS stock (
     sku TEXT NOT NULL, warehouse TEXT NOT NULL, available INTEGER NOT NULL,
     PRIMARY KEY (sku, warehouse));
+CREATE TABLE IF NOT EXISTS resold (
+    order_id TEXT NOT NULL, sku TEXT NOT NULL, quantity INTEGER NOT NULL,
+    PRIMARY KEY (order_id, sku));
 CREATE TABLE IF NOT EXISTS orders (
     order_id TEXT PRIMARY KEY, customer TEXT NOT NULL, tier TEXT NOT NULL,
     status TEXT NOT NULL, details TEXT);
@@ -236,22 +239,39 @@ class CommerceServices:
 
         return self._effect("reserve", key, apply)
 
+    def resell(self, order_id: str, sku: str, quantity: int) -> None:
+        """The warehouse handed ``quantity`` units held for ``order_id`` to another buyer
+        (a counter sale that ignored the reservation): releasing that reservation can put
+        only the rest back on the shelf."""
+        self.db.execute(
+            "INSERT OR REPLACE INTO resold (order_id, sku, quantity) VALUES (?, ?, ?)",
+            (order_id, sku, quantity),
+        )
+
     def release(self, reserved_with: str, key: str) -> Result:
-        """Release the reservation made with key ``reserved_with``; not found is done."""
+        """Release the reservation made with key ``reserved_with``; not found is done.
+        Units of it already re-sold cannot return to stock: the result then says how many
+        did (``returned`` of ``quantity``)."""
 
         def apply(db: sqlite3.Connection) -> Result:
             row = db.execute(
-                "SELECT id, sku, warehouse, quantity FROM reservations "
+                "SELECT id, sku, warehouse, quantity, order_id FROM reservations "
                 "WHERE key = ? AND status = 'active'",
                 (reserved_with,),
             ).fetchone()
             if row is None:
                 return {"released": None}
+            gone = db.execute(
+                "SELECT quantity FROM resold WHERE order_id = ? AND sku = ?", (row[4], row[1])
+            ).fetchone()
+            resold = min(int(row[3]), int(gone[0])) if gone else 0
             db.execute("UPDATE reservations SET status = 'released' WHERE id = ?", (row[0],))
             db.execute(
                 "UPDATE stock SET available = available + ? WHERE sku = ? AND warehouse = ?",
-                (row[3], row[1], row[2]),
+                (row[3] - resold, row[1], row[2]),
             )
+            if resold:
+                return {"released": row[0], "returned": row[3] - resold, "quantity": row[3]}
             return {"released": row[0]}
 
         return self._effect("release", key, apply)

@@ -225,7 +225,15 @@ async def approvals(request: Request, partial: bool = False, order: str = "oldes
     order = order if order in ORDERS else "oldest"
     items = await _queue(_ctx(request), newest=order == "newest")
     name = "queue_rows.html" if partial else "queue.html"
-    return page(request, name, 200, who, items=items, order=order)
+    rollouts = _rollouts(_ctx(request))
+    return page(request, name, 200, who, items=items, order=order, rollouts=rollouts)
+
+
+def _rollouts(ctx: Context) -> list[tuple[str, str]]:
+    """(catalogue, its rollout) of each catalogue that limits agent plans: what an approver
+    sees next to the queue (agent plans above the limit never reach it)."""
+    app = ctx.orchestrator.app
+    return [(c.name, c.rollout.describe()) for c in app if c.rollout is not None]
 
 
 async def _detail(
@@ -335,7 +343,7 @@ async def saga(request: Request, saga_id: str, notice: str = "") -> Response:
         200,
         who,
         saga=views.head(stored),
-        steps=views.steps(stored),
+        steps=views.steps(stored, events),
         events=views.timeline(stored.state, events),
         notice=NOTICES.get(notice, ""),
         parked=stored.state.status is SagaStatus.NEEDS_HUMAN,

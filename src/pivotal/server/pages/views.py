@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pivotal import render
@@ -83,8 +84,10 @@ def queue_item(
     }
 
 
-def steps(stored: StoredSaga) -> list[dict[str, Any]]:
+def steps(stored: StoredSaga, events: Sequence[Event] = ()) -> list[dict[str, Any]]:
+    """The saga's steps; given its events, each partial undo with its note."""
     args = _args(stored.plan)
+    notes = render.partial_notes(events)
     rows = []
     for r in stored.state.steps:
         rows.append(
@@ -97,6 +100,7 @@ def steps(stored: StoredSaga) -> list[dict[str, Any]]:
                 "status": r.status.value,
                 "attempts": r.attempts,
                 "undo": "" if r.undo_status.value == "none" else r.undo_status.value,
+                "undo_note": as_text(notes[r.index], 200) if r.index in notes else "",
                 "outcome": as_text(r.undo_error or r.error or r.result or "", 200),
             }
         )

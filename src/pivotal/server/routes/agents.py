@@ -10,11 +10,12 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import JSONResponse
 
 from pivotal import saga_scope
 from pivotal.agent_view import WAITING
 from pivotal.agent_view import SagaView as AgentSagaView
-from pivotal.errors import PlanRejected, SagaNotFound
+from pivotal.errors import PlanRejected, RolloutShadowed, SagaNotFound
 from pivotal.four_eyes import require_on_behalf_of
 from pivotal.plan import ActorType, Plan, parse_plan
 from pivotal.planning.render import render_catalogue
@@ -112,6 +113,11 @@ async def validate_plan(ctx: Ctx, who: Submitter, body: PlanBytes) -> dict[str, 
     response_model=views.Submitted,
     responses={
         200: {"description": "This saga id was already recorded with this plan."},
+        202: {
+            "description": "The catalogue's rollout kept this agent plan in shadow "
+            "(`code` `rollout_shadow`, its `run_id`): validated and recorded, no saga, "
+            "nothing runs."
+        },
         **responses(409, 413),
     },
 )
@@ -121,20 +127,26 @@ async def submit(
     body: PlanBytes,
     response: Response,
     saga_id: Annotated[str | None, SagaIdQuery] = None,
-) -> dict[str, Any]:
+) -> dict[str, Any] | JSONResponse:
     """Validate and record a plan as a saga (a worker runs it). Idempotent on ``saga_id``:
     the same id and plan answers 200 with the saga; the same id with another plan is 409.
     An agent's ids are its own: another principal's same id is another saga, never a 409.
     A token that requires it refuses a plan that does not name the person it is for
-    (``provenance.on_behalf_of``) with 422 ``on_behalf_of_required``."""
+    (``provenance.on_behalf_of``) with 422 ``on_behalf_of_required``. An agent's plan above
+    its catalogue's rollout limit answers 202 ``rollout_shadow`` (kept in shadow, not run)
+    or 422 ``rollout_refused``."""
     plan = _as(parse_plan(body), who)
     if who.require_on_behalf_of:
         require_on_behalf_of(plan, who.name)
-    if who.role is Role.AGENT:  # its id is in its own namespace (``saga_scope``)
-        state, created = await saga_scope.submit(ctx.orchestrator, plan, who.name, saga_id)
-    else:
-        created = saga_id is None or await ctx.store.load(saga_id) is None
-        state = await ctx.orchestrator.submit(plan, saga_id=saga_id)
+    try:
+        if who.role is Role.AGENT:  # its id is in its own namespace (``saga_scope``)
+            state, created = await saga_scope.submit(ctx.orchestrator, plan, who.name, saga_id)
+        else:
+            created = saga_id is None or await ctx.store.load(saga_id) is None
+            state = await ctx.orchestrator.submit(plan, saga_id=saga_id)
+    except RolloutShadowed as exc:  # accepted for review, not for running: 202, no saga
+        shadow = {"shadowed": True, "code": exc.code, "run_id": exc.run_id}
+        return JSONResponse(shadow | {"message": exc.message}, status_code=202)
     if not created:
         response.status_code = 200
     shown = views.outcome(state) | {"created": created}
