@@ -67,8 +67,8 @@ def test_sigkill_at_every_site(
 
 
 # The suite stops the worker at every site of a fulfilment on SQLite and of a checkout on
-# PostgreSQL; the slow lane (PIVOTAL_CHAOS_SOAK=1) at every site of every other scenario on
-# SQLite, and of a parallel group on PostgreSQL.
+# PostgreSQL; with PIVOTAL_CHAOS_SOAK=1 (make chaos-sigstop) at every site of every other
+# scenario on SQLite, and of a parallel group on PostgreSQL.
 _SUITE = {("demo-7", "sqlite"), ("demo-1", "postgres")}
 _SOAK = {(s.name, "sqlite") for s in SCENARIOS} | {("parallel-refused", "postgres")}
 _STOPPED = _SOAK - _SUITE if os.environ.get("PIVOTAL_CHAOS_SOAK") == "1" else _SUITE
