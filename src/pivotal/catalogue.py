@@ -122,10 +122,12 @@ class StepOptions(TypedDict, total=False):
 
 
 class UndoOptions(StepOptions, total=False):
-    """What may also be said of a compensable step: how its undo is retried."""
+    """What may also be said of a compensable step: how its undo is retried, and whether
+    its effect is a hold that lapses on its own (``lapses_after`` seconds)."""
 
     undo_retry: RetryPolicy
     dead_letter_retry: RetryPolicy
+    lapses_after: float | None  # None: its effect stays until it is undone
 
 
 A = TypeVar("A", bound=BaseModel)
@@ -197,6 +199,10 @@ class Step:
     retry_on: RetryPredicate | None = None
     no_effect_on: tuple[type[BaseException], ...] = ()
     strict: bool = True  # no coercion of arguments: true is not 1, "180" is not 180
+    # a compensable step whose effect is a hold the provider lets lapse on its own (a card
+    # authorisation, a stock reservation with an expiry): seconds after it is made; see
+    # ``pivotal.holds``
+    lapses_after: float | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").isalnum():
@@ -214,10 +220,28 @@ class Step:
             raise CatalogueError(f"step {self.name!r}: timeout must be positive")
         if self.lookup_lag < 0:
             raise CatalogueError(f"step {self.name!r}: lookup_lag must be 0 or more")
+        if self.lapses_after is not None:
+            self._check_lapse(self.lapses_after)
         if self.announce is not None and not callable(self.announce):
             raise CatalogueError(
                 f"step {self.name!r}: announce must be a function (args, result) returning "
                 "[(type, data), ...]"
+            )
+
+    def _check_lapse(self, lapses_after: float) -> None:
+        if self.kind is not StepKind.COMPENSABLE:
+            raise CatalogueError(
+                f"{self.kind.value} step {self.name!r} cannot lapse: only a compensable "
+                "step's effect is a hold (lapses_after)"
+            )
+        if (
+            isinstance(lapses_after, bool)
+            or not isinstance(lapses_after, int | float)
+            or not 0 < lapses_after < math.inf
+        ):
+            raise CatalogueError(
+                f"step {self.name!r}: lapses_after must be a positive, finite number of "
+                f"seconds, not {lapses_after!r}"
             )
 
     @property

@@ -25,6 +25,7 @@ from pivotal.catalogue import (
 )
 from pivotal.clock import Clock
 from pivotal.errors import StoreError, VersionConflict
+from pivotal.holds import cover, expiry_cause, lapsed_since, moment
 from pivotal.hooks import Hook, Point
 from pivotal.identity import identity_of
 from pivotal.outbox import ANNOUNCE_FAILED, checked_announcements
@@ -56,9 +57,11 @@ _MAY_HAVE_EFFECT = (
 _UNDO_SETTLED = (
     UndoStatus.DONE,
     UndoStatus.PARTIAL,
+    UndoStatus.LAPSED,
     UndoStatus.DEAD_LETTERED,
     UndoStatus.RESOLVED,
 )
+_UNDO_ENDED = (UndoStatus.DONE, UndoStatus.PARTIAL, UndoStatus.LAPSED, UndoStatus.RESOLVED)
 _UNDO_OPEN = (UndoStatus.STARTED, UndoStatus.RETRY_WAIT, UndoStatus.DEAD_LETTERED)
 _MAX_RELOADS = 5  # version conflicts (a decision written meanwhile) one pass absorbs
 _NOTE_LIMIT = 2000
@@ -489,7 +492,7 @@ class SagaRun:
                     await self._hook(Point.AWAITING_APPROVAL, unit[0])
                     return self.state
                 continue
-            if not await self._still_holds(unit):
+            if not await self._still_holds(unit) or not await self._held(unit):
                 continue
             if len(unit) == 1:
                 await self.execute(unit[0])
@@ -537,13 +540,21 @@ class SagaRun:
             need = await self._approval_needed(index)
             if need is None:
                 return True
+            expires_at, reason = now + need.expires_in, need.reason
+            bound = cover(self.state, self.catalogue, index)
+            if bound is not None and bound.begin_by < expires_at:
+                # no approval outlasts the holds the step needs: the request expires first
+                if not await self._covered(index):
+                    return False  # too late already: nothing to ask
+                expires_at = bound.begin_by
+                reason = f"{reason}; decide by {moment(expires_at)}: {bound.describe(rec.name)}"
             await self.emit(
                 self.event(
                     EventType.APPROVAL_REQUESTED,
                     step=index,
-                    reason=need.reason,
+                    reason=reason,
                     rationale=self.plan.rationale,
-                    expires_at=now + need.expires_in,
+                    expires_at=expires_at,
                     required=need.approvers,
                 )
             )
@@ -554,7 +565,8 @@ class SagaRun:
                     self.event(EventType.APPROVAL_EXPIRED, step=index),
                     self.event(
                         EventType.COMPENSATION_STARTED,
-                        reason=f"approval for {rec.name} expired before the step ran",
+                        reason=f"approval for {rec.name} expired before the step ran"
+                        + expiry_cause(self.state, self.catalogue),
                     ),
                 )
                 return False
@@ -604,6 +616,26 @@ class SagaRun:
                 f"{found.describe()}; nothing ran: resume the saga once they can be read"
             )
             await self.emit(self.event(EventType.SAGA_NEEDS_HUMAN, reason=reason))
+        return False
+
+    async def _held(self, unit: list[int]) -> bool:
+        """Before the point of no return begins: True when every hold made before it is
+        certainly in place until its call must end; else the saga compensates (nothing of
+        the pivot was called), naming the hold. See ``pivotal.holds``."""
+        pnr = point_of_no_return(self.state)
+        if pnr not in unit or self.state.steps[pnr].status is not StepStatus.PENDING:
+            return True
+        return await self._covered(pnr)
+
+    async def _covered(self, index: int) -> bool:
+        """True when the holds before step ``index`` cover it if it begins now; else the
+        saga compensates before it, naming the hold."""
+        bound = cover(self.state, self.catalogue, index)
+        if bound is None or self.clock.now() < bound.begin_by:
+            return True
+        name = self.state.steps[index].name
+        reason = f"{name} was not begun: {bound.describe(name)}, and that time has passed"
+        await self.emit(self.event(EventType.COMPENSATION_STARTED, reason=reason))
         return False
 
     async def _approval_needed(self, index: int) -> ApprovalRequirement | None:
@@ -962,7 +994,7 @@ class SagaRun:
         ]
         todo.sort(key=lambda r: (math.inf if r.seq is None else r.seq, r.index), reverse=True)
         for r in todo:
-            if await self._settle_forward(r.index):
+            if not await self._lapsed(r.index) and await self._settle_forward(r.index):
                 await self.undo(r.index)
         dead = self.state.dead_letters
         if dead:
@@ -1059,7 +1091,7 @@ class SagaRun:
         policy = self.step_of(index).undo_retry
         while True:
             rec = self.state.steps[index]
-            if rec.undo_status in _UNDO_SETTLED:
+            if rec.undo_status in _UNDO_SETTLED or await self._lapsed(index):
                 return
             if rec.undo_status is UndoStatus.STARTED:
                 doubt = rec.undo_doubt_until
@@ -1092,6 +1124,20 @@ class SagaRun:
                 continue
             await self._park(index, attempt, message, retries=0, doubt=doubt)
             return
+
+    async def _lapsed(self, index: int) -> bool:
+        """True when the step's effect is a hold that has certainly lapsed on its own: its
+        undo is then recorded as lapsed, and nothing is called (see ``pivotal.holds``)."""
+        step, rec = self.step_of(index), self.state.steps[index]
+        since = lapsed_since(step, rec, self.catalogue.doubt_grace)
+        if since is None or self.clock.now() < since:
+            return False
+        note = (
+            f"the hold lapsed on its own: made by {moment(rec.made_by or since)} at the latest, "
+            f"it lapses {step.lapses_after:g}s after; nothing was called"
+        )
+        await self.emit(self.event(EventType.UNDO_LAPSED, index, note=note), defer=True)
+        return True
 
     async def _schedule_undo_at(self, index: int, attempt: int, error: str, at: float) -> None:
         await self.emit(
@@ -1187,10 +1233,13 @@ class SagaRun:
     async def retry_dead_letter(self, index: int, retries: int) -> bool:
         """Try a parked undo once more, with the same undo key; True when it is settled."""
         rec = self.state.steps[index]
-        if rec.undo_status in (UndoStatus.DONE, UndoStatus.PARTIAL, UndoStatus.RESOLVED):
+        if rec.undo_status in _UNDO_ENDED:
             return True
         if rec.undo_status not in (UndoStatus.DEAD_LETTERED, UndoStatus.STARTED):
             return False
+        if await self._lapsed(index):  # a parked release of a hold that has since lapsed
+            await self._settle()
+            return True
         if rec.undo_doubt_until is not None and self.clock.now() < rec.undo_doubt_until:
             return False  # its last attempt may still be running: not now
         before = rec.undo_doubt_until

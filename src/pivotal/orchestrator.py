@@ -31,6 +31,7 @@ from pivotal.errors import (
     StaleApproval,
     VersionConflict,
 )
+from pivotal.holds import expiry_cause
 from pivotal.hooks import Hook
 from pivotal.identity import identity_of
 from pivotal.lease import Lease, LeaseKeeper
@@ -567,7 +568,8 @@ class Orchestrator:
                 saga_run.event(EventType.APPROVAL_EXPIRED, approval.step),
                 saga_run.event(
                     EventType.COMPENSATION_STARTED,
-                    reason=f"approval for {step_name} expired before a decision",
+                    reason=f"approval for {step_name} expired before a decision"
+                    + expiry_cause(state, self.app.catalogue(state.catalogue)),
                 ),
             ]
         elif approve:

@@ -33,6 +33,7 @@ EVENT_STYLE = {
     EventType.COMPENSATION_STARTED: "bold yellow",
     EventType.UNDO_SUCCEEDED: "yellow",
     EventType.UNDO_PARTIAL: "bold yellow",
+    EventType.UNDO_LAPSED: "yellow",
     EventType.SAGA_NEEDS_HUMAN: "bold magenta",
     EventType.SAGA_RESUMED: "cyan",
     EventType.SAGA_RESOLVED: "bold blue",
@@ -73,6 +74,8 @@ def _detail(event: Event) -> str:
         return f"note: {d['note']}"
     if event.type is EventType.UNDO_PARTIAL:
         return f"partial: {d.get('note') or 'no note'}"
+    if event.type is EventType.UNDO_LAPSED:
+        return str(d.get("note") or "the hold lapsed on its own")
     return ""
 
 
@@ -105,21 +108,25 @@ def timeline(state: SagaState, events: Sequence[Event]) -> Table:
     return table
 
 
-def partial_notes(events: Sequence[Event]) -> dict[int, str]:
-    """The note of each step's partial undo, by step index (the last one recorded)."""
+_NOTED_UNDOS = frozenset({EventType.UNDO_PARTIAL, EventType.UNDO_LAPSED})
+
+
+def undo_notes(events: Sequence[Event]) -> dict[int, str]:
+    """By step index, the note of an undo that was partial, or that lapsed without a call
+    (the last one recorded)."""
     return {
         e.step: str(e.data.get("note") or "")
         for e in events
-        if e.type is EventType.UNDO_PARTIAL and e.step is not None
+        if e.type in _NOTED_UNDOS and e.step is not None
     }
 
 
 def steps_table(state: SagaState, events: Sequence[Event] = ()) -> Table:
-    """The steps; given the events, a partial undo's note is shown after its status."""
+    """The steps; given the events, a partial or lapsed undo's note follows its status."""
     table = Table(title="steps", title_justify="left", header_style="dim")
     for col in ("#", "step", "kind", "status", "tries", "undo", "result / error"):
         table.add_column(col)
-    notes = partial_notes(events)
+    notes = undo_notes(events)
     for r in state.steps:
         undo = "" if r.undo_status.value == "none" else f"{r.undo_status.value} ({r.undo_attempts})"
         if r.index in notes:

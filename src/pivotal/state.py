@@ -50,6 +50,7 @@ class UndoStatus(StrEnum):
     RETRY_WAIT = "retry_wait"
     DONE = "done"
     PARTIAL = "partial"  # settled, but it could not restore all that was there
+    LAPSED = "lapsed"  # settled without a call: the effect (a hold) had lapsed on its own
     DEAD_LETTERED = "dead_lettered"
     RESOLVED = "resolved"  # an operator settled the dead letter
 
@@ -76,6 +77,7 @@ class EventType(StrEnum):
     UNDO_STARTED = "undo_started"
     UNDO_SUCCEEDED = "undo_succeeded"
     UNDO_PARTIAL = "undo_partial"  # settled, reversing only part of the effect (its note)
+    UNDO_LAPSED = "undo_lapsed"  # settled without a call: the hold had lapsed on its own
     UNDO_RETRY_SCHEDULED = "undo_retry_scheduled"
     UNDO_DEAD_LETTERED = "undo_dead_lettered"
     DEAD_LETTER_RESOLVED = "dead_letter_resolved"
@@ -123,6 +125,16 @@ class StepRecord:
     undo_doubt_until: float | None = None
     # the attempt that settled the step forward before its undo (one at most), if any
     settle_attempt: int | None = None
+    # When the effect may first have been made (its first attempt's start) and by when it
+    # was made, if at all (its latest forward event; ``doubt_until`` may add to it): what
+    # tells whether a hold that lapses on its own still holds, or has lapsed.
+    effect_from: float | None = None
+    effect_by: float | None = None
+
+    @property
+    def made_by(self) -> float | None:
+        """The latest moment the step's effect may have been made (None: never started)."""
+        return _later(self.effect_by, self.doubt_until)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,11 +202,30 @@ def _later(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else max(a, b)
 
 
+_FORWARD_EVENTS = frozenset(
+    {
+        EventType.STEP_STARTED,
+        EventType.STEP_SUCCEEDED,
+        EventType.STEP_RETRY_SCHEDULED,
+        EventType.STEP_FAILED,
+        EventType.STEP_UNKNOWN,
+    }
+)
+
+
 def _step_changes(event: Event, rec: StepRecord | None) -> dict[str, Any] | None:
     """How a step-level event changes its step's record (None: not a step-level event)."""
-    d = event.data
-    doubt = rec.doubt_until if rec is not None else None
-    undo_doubt = rec.undo_doubt_until if rec is not None else None
+    if event.type not in _FORWARD_EVENTS:
+        return _undo_changes(event, event.data, rec.undo_doubt_until if rec else None)
+    changes = _forward_changes(event, event.data, rec.doubt_until if rec else None)
+    # when the effect may first, and by when it was last, made
+    first = rec.effect_from if rec is not None else None
+    changes["effect_from"] = event.at if first is None else first
+    changes["effect_by"] = _later(rec.effect_by if rec is not None else None, event.at)
+    return changes
+
+
+def _forward_changes(event: Event, d: Mapping[str, Any], doubt: float | None) -> dict[str, Any]:
     match event.type:
         case EventType.STEP_STARTED:
             started = {
@@ -228,13 +259,18 @@ def _step_changes(event: Event, rec: StepRecord | None) -> dict[str, Any] | None
                 "next_attempt_at": None,
                 "doubt_until": None,
             }
-        case EventType.STEP_UNKNOWN:
-            return {
-                "status": StepStatus.UNKNOWN,
-                "error": d["error"],
-                "next_attempt_at": None,
-                "doubt_until": d.get("doubt_until", doubt),
-            }
+    return {  # step_unknown
+        "status": StepStatus.UNKNOWN,
+        "error": d["error"],
+        "next_attempt_at": None,
+        "doubt_until": d.get("doubt_until", doubt),
+    }
+
+
+def _undo_changes(
+    event: Event, d: Mapping[str, Any], undo_doubt: float | None
+) -> dict[str, Any] | None:
+    match event.type:
         case EventType.UNDO_STARTED:
             return {
                 "undo_status": UndoStatus.STARTED,
@@ -249,6 +285,12 @@ def _step_changes(event: Event, rec: StepRecord | None) -> dict[str, Any] | None
                 "undo_status": UndoStatus.PARTIAL,
                 "undo_error": None,
                 "undo_doubt_until": None,
+            }
+        case EventType.UNDO_LAPSED:
+            return {
+                "undo_status": UndoStatus.LAPSED,
+                "undo_error": None,
+                "undo_next_attempt_at": None,
             }
         case EventType.UNDO_RETRY_SCHEDULED:
             return {

@@ -56,6 +56,7 @@ _STEP_OUTCOMES = {
 }
 _UNDO_OUTCOMES = {
     EventType.UNDO_RETRY_SCHEDULED: "retried",
+    EventType.UNDO_LAPSED: "lapsed",
     EventType.UNDO_DEAD_LETTERED: "dead_lettered",
     EventType.DEAD_LETTER_RESOLVED: "resolved",
 }
@@ -105,8 +106,8 @@ class PivotalMetrics(Telemetry):
         )
         self.undos = Counter(
             "pivotal_undos",
-            "Undo outcomes: done, noop, partial, retried, dead_lettered, resolved (by an "
-            "operator).",
+            "Undo outcomes: done, noop, partial, lapsed (a hold that lapsed: no call), "
+            "retried, dead_lettered, resolved (by an operator).",
             ["catalogue", "step", "outcome"],
             registry=r,
         )

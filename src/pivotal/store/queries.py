@@ -36,7 +36,7 @@ SAGA_COLUMNS = (
 STEP_COLUMNS = (
     "saga_id, idx, name, kind, grp, status, attempts, result, error, next_attempt_at, seq, "
     "undo_status, undo_attempts, undo_error, undo_next_attempt_at, doubt_until, undo_doubt_until, "
-    "settle_attempt"
+    "settle_attempt, effect_from, effect_by"
 )
 APPROVAL_COLUMNS = (
     "saga_id, step, status, reason, rationale, requested_at, expires_at, decided_at, approver, "
@@ -88,14 +88,15 @@ SAGAS_NAMING = (
     "OR s.updated_at >= ?) ORDER BY s.created_at DESC, s.saga_id LIMIT ?"
 )
 UPSERT_STEP = (
-    f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(18)}) "
+    f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(20)}) "
     "ON CONFLICT (saga_id, idx) DO UPDATE SET status = excluded.status, "
     "attempts = excluded.attempts, result = excluded.result, error = excluded.error, "
     "next_attempt_at = excluded.next_attempt_at, seq = excluded.seq, "
     "undo_status = excluded.undo_status, undo_attempts = excluded.undo_attempts, "
     "undo_error = excluded.undo_error, undo_next_attempt_at = excluded.undo_next_attempt_at, "
     "doubt_until = excluded.doubt_until, undo_doubt_until = excluded.undo_doubt_until, "
-    "settle_attempt = excluded.settle_attempt"
+    "settle_attempt = excluded.settle_attempt, effect_from = excluded.effect_from, "
+    "effect_by = excluded.effect_by"
 )
 UPSERT_APPROVAL = (
     f"INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES ({_marks(12)}) "

@@ -51,6 +51,8 @@ def step_row(saga_id: str, r: StepRecord) -> tuple[Any, ...]:
         r.doubt_until,
         r.undo_doubt_until,
         r.settle_attempt,
+        r.effect_from,
+        r.effect_by,
     )
 
 
@@ -73,6 +75,8 @@ def step_from_row(row: Any) -> StepRecord:
         doubt_until=row[15],
         undo_doubt_until=row[16],
         settle_attempt=row[17],
+        effect_from=row[18],
+        effect_by=row[19],
     )
 
 
@@ -185,6 +189,8 @@ def dead_letter_changes(
             out.append((q.SETTLE_DEAD_LETTER, (e.at, "the undo succeeded", key)))
         elif e.type is EventType.UNDO_PARTIAL:
             out.append((q.SETTLE_DEAD_LETTER, (e.at, "the undo succeeded in part", key)))
+        elif e.type is EventType.UNDO_LAPSED:
+            out.append((q.SETTLE_DEAD_LETTER, (e.at, "the hold lapsed on its own", key)))
         elif e.type is EventType.DEAD_LETTER_RESOLVED:
             out.append((q.SETTLE_DEAD_LETTER, (e.at, str(e.data.get("reason")), key)))
     return out

@@ -236,6 +236,13 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE tokens ADD COLUMN require_on_behalf_of INTEGER NOT NULL DEFAULT 0;
     """,
+    # 12: when each step's effect may first and last have been made (its first attempt's
+    # start; its last outcome, or how long an attempt may still land): a hold that lapses on
+    # its own is known to cover the point of no return, or to have lapsed, from these.
+    """
+    ALTER TABLE steps ADD COLUMN effect_from REAL;
+    ALTER TABLE steps ADD COLUMN effect_by REAL;
+    """,
 )
 
 

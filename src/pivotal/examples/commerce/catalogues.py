@@ -95,7 +95,15 @@ def _note(done: str, result: Result) -> str:
     return NothingToUndo("nothing to undo: no effect was found for the key")
 
 
-def _inventory_steps(catalogue: Catalogue, svc: CommerceServices) -> None:
+# How long the providers keep a hold before it lapses on its own: the warehouse a
+# reservation for fulfilment (two days), the card network an authorisation (seven days).
+RESERVATION_HOLD = 2 * 86_400.0
+AUTHORISATION_HOLD = 7 * 86_400.0
+
+
+def _inventory_steps(
+    catalogue: Catalogue, svc: CommerceServices, *, lapses_after: float | None = None
+) -> None:
     async def find(args: ReserveStock, ctx: StepContext) -> Result | None:
         return svc.find(ctx.key)
 
@@ -105,7 +113,13 @@ def _inventory_steps(catalogue: Catalogue, svc: CommerceServices) -> None:
             return None
         return f"warehouse {args.warehouse} does not stock {args.sku}"
 
-    @catalogue.compensable(lookup=find, precondition=sku_known, retry=FAST, undo_retry=FAST)
+    @catalogue.compensable(
+        lookup=find,
+        precondition=sku_known,
+        retry=FAST,
+        undo_retry=FAST,
+        lapses_after=lapses_after,
+    )
     async def reserve_stock(args: ReserveStock, ctx: StepContext) -> Result:
         """Reserve units of a product at a warehouse for an order."""
         return svc.reserve(args.order_id, args.sku, args.quantity, args.warehouse, ctx.key)
@@ -220,7 +234,12 @@ def checkout_catalogue(svc: CommerceServices) -> Catalogue:
 def fulfilment_catalogue(svc: CommerceServices) -> Catalogue:
     """Reserve and authorise (compensable), capture (pivot), ship and confirm (retriable).
     A capture that takes the order's exposure over 150 (400 for gold customers) waits for
-    a person."""
+    a person.
+
+    Deferral rather than compensation: the reservation and the authorisation are holds
+    that lapse on their own (``lapses_after``), and only the capture is final. A failure
+    before it costs, at worst, holds that lapse; an approval is asked for no longer than
+    they cover the capture, and an undo after a lapse calls nothing."""
     catalogue = Catalogue(
         "fulfilment",
         "Fulfil a paid-by-card order: nothing is final until the capture.",
@@ -242,12 +261,14 @@ def fulfilment_catalogue(svc: CommerceServices) -> Catalogue:
         unbound="refuse",
         about=ABOUT,
     )
-    _inventory_steps(catalogue, svc)
+    _inventory_steps(catalogue, svc, lapses_after=RESERVATION_HOLD)
 
     async def find(args: BaseModel, ctx: StepContext) -> Result | None:
         return svc.find(ctx.key)
 
-    @catalogue.compensable(lookup=find, retry=FAST, undo_retry=FAST)
+    @catalogue.compensable(
+        lookup=find, retry=FAST, undo_retry=FAST, lapses_after=AUTHORISATION_HOLD
+    )
     async def authorize_payment(args: Payment, ctx: StepContext) -> Result:
         """Place a hold on the customer's card for the order amount (at most 500)."""
         return svc.authorize(args.order_id, args.amount, ctx.key)

@@ -248,6 +248,30 @@ class CommerceServices:
             (order_id, sku, quantity),
         )
 
+    def lapse_holds(self, order_id: str) -> None:
+        """The providers let the order's holds lapse, as they do after their expiry: the
+        warehouse puts the units of its active reservations back on the shelf and the card
+        network drops its open authorisations. Releasing or voiding them later finds
+        nothing; capturing them fails."""
+        self.db.execute("BEGIN IMMEDIATE")
+        held = self.db.execute(
+            "SELECT id, sku, warehouse, quantity FROM reservations "
+            "WHERE order_id = ? AND status = 'active'",
+            (order_id,),
+        ).fetchall()
+        for rid, sku, warehouse, quantity in held:
+            self.db.execute("UPDATE reservations SET status = 'lapsed' WHERE id = ?", (rid,))
+            self.db.execute(
+                "UPDATE stock SET available = available + ? WHERE sku = ? AND warehouse = ?",
+                (quantity, sku, warehouse),
+            )
+        self.db.execute(
+            "UPDATE payments SET status = 'lapsed' WHERE order_id = ? "
+            "AND kind = 'authorization' AND status = 'authorized'",
+            (order_id,),
+        )
+        self.db.execute("COMMIT")
+
     def release(self, reserved_with: str, key: str) -> Result:
         """Release the reservation made with key ``reserved_with``; not found is done.
         Units of it already re-sold cannot return to stock: the result then says how many

@@ -87,7 +87,7 @@ def queue_item(
 def steps(stored: StoredSaga, events: Sequence[Event] = ()) -> list[dict[str, Any]]:
     """The saga's steps; given its events, each partial undo with its note."""
     args = _args(stored.plan)
-    notes = render.partial_notes(events)
+    notes = render.undo_notes(events)
     rows = []
     for r in stored.state.steps:
         rows.append(
