@@ -6,9 +6,12 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
+import socket
 from collections import Counter
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from typing import TypeVar
 
 from pivotal.clock import synced
@@ -19,12 +22,43 @@ from pivotal.lease import Lease
 from pivotal.observability.logs import saga_fields
 from pivotal.orchestrator import Orchestrator
 from pivotal.state import ApprovalStatus, SagaStatus
+from pivotal.store.base import WorkerInfo
 
 log = logging.getLogger("pivotal.worker")
 T = TypeVar("T")
 
 ACTIVE = (SagaStatus.SUBMITTED, SagaStatus.RUNNING, SagaStatus.COMPENSATING)
 _ACTIVE_PAGE = 100  # sagas of each active status read to tell whether any is this worker's
+
+
+def default_name() -> str:
+    """A worker's name unless it is given one: ``host-pid``, unique while it runs."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def pivotal_version() -> str:
+    try:
+        return version("pivotal")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+class WorkerNameTaken(PivotalError):
+    """A live worker already has this name."""
+
+    code = "worker_name_taken"
+
+    @classmethod
+    def of(cls, holder: WorkerInfo, now: float) -> WorkerNameTaken:
+        served = ", ".join(holder.catalogues) or "no catalogue named"
+        return cls(
+            f"a worker named {holder.name!r} is already running: its last heartbeat was "
+            f"{max(now - holder.heartbeat_at, 0.0):.1f}s ago (started "
+            f"{max(now - holder.started_at, 0.0):.1f}s ago, Pivotal "
+            f"{holder.version or 'unknown'}, serving {served}); give this one another "
+            f"--name, or stop that one first. A worker that stopped, or whose heartbeat is "
+            f"more than {holder.gone_after():g}s old (it crashed), gives its name up"
+        )
 
 
 @dataclass(frozen=True)
@@ -149,23 +183,40 @@ class Worker:
         # this time, refusals in a row)
         self._unserved: dict[str, tuple[float, int]] = {}
         self._stopping = asyncio.Event()
+        self._abandoning = asyncio.Event()
+        self._started = False  # its start is recorded in the ledger (its name is its own)
+        self.abandoned: list[str] = []  # sagas whose passes were cancelled when it stopped
         self.sweeper = Sweeper(orchestrator)
 
     @property
     def owner(self) -> str:
         return self.orchestrator.owner
 
+    @property
+    def in_flight(self) -> list[str]:
+        """The sagas this worker is running a pass of now, by id."""
+        return sorted(s for s, task in self._running.items() if not task.done())
+
     def stop(self) -> None:
         """Stop claiming; running sagas stop at their next step boundary and are released."""
         self._stopping.set()
+
+    def abandon(self) -> None:
+        """Stop, and stop waiting for the passes in flight: they are cancelled at once
+        (their calls in doubt, as their intents say; their leases lapse), as when
+        ``drain_timeout`` runs out. Their sagas are kept in ``abandoned``."""
+        self._stopping.set()
+        self._abandoning.set()
 
     async def run(self, *, until_idle: bool = False) -> WorkerStats:
         """Work until ``stop()``; with ``until_idle``, also stop once no saga is active.
 
         Heartbeats and sweeps run beside the claiming loop, so a slow sweep (an undo being
-        retried) never delays a heartbeat or a claim.
+        retried) never delays a heartbeat or a claim. While a live worker has its name it
+        claims nothing, and says so (see ``take_name``).
         """
         cfg = self.config
+        await self.take_name()
         sweeping = asyncio.create_task(self._sweeps())
         beating = asyncio.create_task(self._beats())
         stopping = asyncio.ensure_future(self._stopping.wait())
@@ -194,16 +245,25 @@ class Worker:
         """Let the passes still running (and the sweep) reach their next step boundary, for
         at most ``drain_timeout`` seconds; then cancel the rest and wait for them."""
         running = {sweeping, *self._tasks}
-        _, late = await asyncio.wait(running, timeout=self.config.drain_timeout)
+        waiting = asyncio.ensure_future(asyncio.wait(running, timeout=self.config.drain_timeout))
+        giving_up = asyncio.ensure_future(self._abandoning.wait())
+        await asyncio.wait({waiting, giving_up}, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        giving_up.cancel()
+        late = {task for task in running if not task.done()}
         if not late:
             return
+        passes = late - {sweeping}
+        self.abandoned = sorted(s for s, task in self._running.items() if task in passes)
         log.warning(
-            "%s: %d sagas still running after %gs; their calls are abandoned",
+            "%s: %d sagas still running %s; their calls are abandoned",
             self.owner,
-            len(late),
-            self.config.drain_timeout,
+            len(passes),
+            "when told to stop waiting"
+            if self._abandoning.is_set()
+            else f"after {self.config.drain_timeout:g}s",
         )
-        self.stats.abandoned += len(late - {sweeping})
+        self.stats.abandoned += len(passes)
         for task in late:
             task.cancel()
         await asyncio.wait(late)
@@ -213,17 +273,67 @@ class Worker:
         """Seconds between the worker's own heartbeats in the ledger (idle or not)."""
         return min(self.config.lease_ttl / 3, 10.0)
 
+    async def start(self) -> None:
+        """Record in the ledger that this worker starts, with what it is (``run`` does it
+        first unless done); raise ``WorkerNameTaken`` when a live worker has its name. A
+        ledger that cannot be reached is logged: the heartbeat tries again."""
+        orch = self.orchestrator
+        now = orch.clock.now()
+        try:
+            holder = await orch.store.start_worker(
+                self.owner,
+                now,
+                version=pivotal_version(),
+                catalogues=list(orch.app.catalogues),
+                beat_every=self.beat_interval,
+            )
+        except PivotalError as exc:
+            log.warning("%s: could not record that it started: %s", self.owner, exc)
+            return
+        if holder is not None:
+            raise WorkerNameTaken.of(holder, now)
+        self._started = True
+
+    async def take_name(self) -> None:
+        """Record this worker's start before it claims anything. While a live worker has
+        its name, say so once and try again each beat: that worker may be running (this
+        one then waits until it stops), or it crashed and its heartbeat is not stale yet
+        (this one starts once it is, as a supervisor restarting it expects). Two workers
+        never run under one name at once."""
+        said = False
+        while not self._started and not self._stopping.is_set():
+            try:
+                await self.start()
+                return  # started, or the ledger could not be reached: the heartbeat retries
+            except WorkerNameTaken as exc:
+                if not said:
+                    log.warning("%s: waiting to start: %s", self.owner, exc)
+                    said = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.beat_interval)
+
     async def _beats(self) -> None:
         """Say in the ledger that this worker is alive, until it stops; then that it
-        stopped. A beat that fails is logged; the next one tries again."""
+        stopped. A beat that fails is logged; the next one tries again. Until its start
+        is recorded it tries that instead; if a live worker took its name meanwhile, this
+        one stops."""
         store, clock = self.orchestrator.store, self.orchestrator.clock
         while not self._stopping.is_set():
             try:
-                await store.beat_worker(self.owner, clock.now())
+                if self._started:
+                    await store.beat_worker(self.owner, clock.now())
+                else:
+                    await self.start()
+            except WorkerNameTaken as exc:
+                log.error("%s: stopping: %s", self.owner, exc)
+                self.stop()
+                return
             except Exception as exc:
                 log.warning("%s: heartbeat failed: %s", self.owner, exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.beat_interval)
+        if not self._started:  # the name was never its own: nothing to say
+            return
         try:
             await store.beat_worker(self.owner, clock.now(), stopped=True)
         except Exception as exc:

@@ -24,6 +24,7 @@ READ_ONLY = [
     ["escalations", "list"],
     ["escalations", "show", "1"],
     ["shadow", "report"],
+    ["workers"],
 ]
 
 
@@ -50,6 +51,7 @@ def test_limits_must_be_positive(inproc: InProcess) -> None:
         "approvals list",
         "outbox list",
         "report",
+        "workers",
     }
     for path in limited:
         for bad in ("-5", "0", "99999999999999999999"):

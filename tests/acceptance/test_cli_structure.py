@@ -33,6 +33,9 @@ EVERY_COMMAND = {
     "sagas show": "sagas",
     "sagas resume": "sagas",
     "sagas resolve": "sagas",
+    "sagas abort": "sagas",
+    "sagas rerun": "sagas",
+    "sagas events": "sagas",
     "approvals list": "approvals",
     "approvals approve": "approvals",
     "approvals reject": "approvals",
@@ -49,6 +52,7 @@ EVERY_COMMAND = {
     "outbox new-secret": "outbox",
     "report": "report",
     "mcp": "mcp",
+    "workers": "workers",
 }
 
 

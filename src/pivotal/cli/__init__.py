@@ -21,8 +21,10 @@ module                  commands
 ``outbox``              ``outbox list/relay/replay`` (messages committed with the sagas)
 ``report``              ``report`` (what the agents' sagas did over a period)
 ``mcp``                 ``mcp`` (Pivotal as tools for agents; the SDK is imported only when it runs)
+``workers``             ``workers`` (the workers the ledger knows: alive or not, leases held)
 ``_shared``             consoles, settings, sessions, errors, shared options (private)
 ``_progress``           what a running worker says (private)
+``_stopping``           what a worker does at Ctrl-C: wait, then abandon (private)
 ======================  ==============================================================
 """
 
@@ -43,6 +45,7 @@ from pivotal.cli import (
     sagas,
     serve,
     tokens,
+    workers,
 )
 from pivotal.cli._shared import PivotalGroup
 
@@ -73,6 +76,7 @@ def build() -> typer.Typer:
     outbox.register(app)
     report.register(app)
     mcp.register(app)
+    workers.register(app)
     return app
 
 

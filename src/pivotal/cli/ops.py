@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import typer
 from rich.text import Text
 
-from pivotal.cli import _progress
+from pivotal.cli import _progress, _stopping
 from pivotal.cli._shared import (
     MAX_NAME,
     JsonFlag,
     PlanFile,
     SagaIdOption,
+    SubmittedBy,
     bounded,
     check_ledger,
     dump,
@@ -27,6 +27,7 @@ from pivotal.cli._shared import (
     read_plan,
     run,
     settings_of,
+    submitted_by,
     writing,
 )
 from pivotal.cli.outbox import RelayOptions, relay_beside, webhook_secret
@@ -39,7 +40,7 @@ from pivotal.plan import parse_plan
 from pivotal.state import Event, SagaState, SagaStatus
 from pivotal.store import StoredSaga, migrate_ledger
 from pivotal.validation import validate
-from pivotal.worker import Sweeper, SweepReport, Worker, WorkerConfig
+from pivotal.worker import Sweeper, SweepReport, Worker, WorkerConfig, default_name
 
 # How `pivotal execute` ends, by the saga's status; 15: not at rest yet (a worker goes on).
 EXECUTE_EXIT = {
@@ -81,14 +82,18 @@ def validate_command(ctx: typer.Context, plan_file: PlanFile, as_json: JsonFlag 
 
 
 def execute(
-    ctx: typer.Context, plan_file: PlanFile, saga_id: SagaIdOption = None, as_json: JsonFlag = False
+    ctx: typer.Context,
+    plan_file: PlanFile,
+    saga_id: SagaIdOption = None,
+    by: SubmittedBy = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Validate, submit and run a plan here until it ends or waits for approval.
 
     Exit status: 0 completed, 10 compensated, 11 compensation_failed, 12 needs_human,
     13 awaiting_approval, 14 resolved, 15 not at rest yet (a worker goes on with it).
     """
-    plan = parse_plan(read_plan(plan_file))
+    plan = submitted_by(parse_plan(read_plan(plan_file)), by)
 
     async def work() -> tuple[StoredSaga, list[Event]]:
         async with writing(settings_of(ctx), "execute") as orch:
@@ -103,10 +108,14 @@ def execute(
 
 
 def submit(
-    ctx: typer.Context, plan_file: PlanFile, saga_id: SagaIdOption = None, as_json: JsonFlag = False
+    ctx: typer.Context,
+    plan_file: PlanFile,
+    saga_id: SagaIdOption = None,
+    by: SubmittedBy = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Validate a plan and record it as a saga; a worker runs it. Prints the saga id."""
-    plan = parse_plan(read_plan(plan_file))
+    plan = submitted_by(parse_plan(read_plan(plan_file)), by)
 
     async def work() -> SagaState:
         async with writing(settings_of(ctx), "submit") as orch:
@@ -140,7 +149,13 @@ def worker(
     ] = False,
     name: Annotated[
         str | None,
-        typer.Option(help="Worker name in leases and events.", callback=bounded(MAX_NAME)),
+        typer.Option(
+            help=(
+                "Worker name in leases and events (default: host-pid); one live worker a "
+                "name: a second one waits, saying so."
+            ),
+            callback=bounded(MAX_NAME),
+        ),
     ] = None,
     migrate: Annotated[
         bool, typer.Option("--migrate", help="Apply pending ledger migrations first.")
@@ -186,7 +201,12 @@ def worker(
     """Claim and run sagas until SIGTERM or SIGINT (then finish the calls in flight).
 
     It says on stderr that it started (ledger, app, concurrency), how the work goes while
-    it changes (claimed, in flight, finished by status), and when it stopped. With
+    it changes (claimed, in flight, finished by status), and when it stopped. The first
+    SIGINT (Ctrl-C) or SIGTERM stops claiming and says which sagas it waits for; a second
+    one stops waiting: the calls in flight are left in doubt (the ledger says so; their
+    leases lapse), it says which, and exits 130. While a live worker has its name it
+    claims nothing and says so, and starts once that one stops or falls silent (as a
+    supervisor restarting a crashed worker expects). With
     --metrics-port it serves its Prometheus metrics, and the ledger's gauges, there. With
     --relay-webhook or --relay-callable it also delivers the outbox, as `outbox relay` does.
     """
@@ -205,7 +225,7 @@ def worker(
     )
 
     async def work() -> dict[str, Any]:
-        options: dict[str, Any] = {"owner": name, "lease_ttl": lease_ttl}
+        options: dict[str, Any] = {"owner": name or default_name(), "lease_ttl": lease_ttl}
         metrics = PivotalMetrics() if metrics_port is not None else None
         if metrics is not None:
             options["telemetry"] = [metrics]
@@ -216,30 +236,37 @@ def worker(
             relay_beside(orch.store, relaying, settled, drain=until_idle),
         ):
             runner = Worker(orch, config)
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, runner.stop)
-            _progress.started(runner, settings.ledger, settings.describe_app())
-            done = asyncio.Event()
-            progress = asyncio.create_task(_progress.report_progress(runner, progress_every, done))
-            try:
-                stats = await runner.run(until_idle=until_idle)
-            finally:
-                done.set()
-                await progress
-                for sig in (signal.SIGTERM, signal.SIGINT):
-                    loop.remove_signal_handler(sig)
+            with _stopping.handled(runner) as stopping:
+                await runner.take_name()  # waits, saying so, while a live worker has it
+                _progress.started(runner, settings.ledger, settings.describe_app())
+                done = asyncio.Event()
+                progress = asyncio.create_task(
+                    _progress.report_progress(runner, progress_every, done)
+                )
+                try:
+                    stats = await runner.run(until_idle=until_idle)
+                finally:
+                    done.set()
+                    await progress
             result = _progress.summary(runner, stats)
+            if stopping.abandoned:
+                result["abandoned"] = await _stopping.left_in_doubt(runner)
+                result["abandoned_text"] = _stopping.say_abandoned(runner, result["abandoned"])
             result["text"] = _progress.stopped(runner, result)
             return result
 
     with _progress.worker_logging(log_format):
         result = run(work())
     text = result.pop("text")
+    abandoned = result.pop("abandoned_text", None)
     if as_json:
         dump(result)
     else:
         out.print(Text(text))
+        if abandoned is not None:
+            out.print(Text(abandoned))
+    if abandoned is not None:
+        raise typer.Exit(_stopping.EXIT_ABANDONED)
 
 
 @contextlib.asynccontextmanager

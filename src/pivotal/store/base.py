@@ -104,6 +104,39 @@ class OpsSnapshot:
     last_worker_heartbeat_at: float | None
 
 
+# A worker is taken for gone once it missed this many heartbeats in a row (one recorded
+# before its beats were, without an interval, once its last beat is a minute old).
+MISSED_BEATS = 3
+UNKNOWN_BEAT_SPAN = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """One worker as the ledger knows it, and the sagas whose leases it holds now."""
+
+    name: str
+    started_at: float
+    heartbeat_at: float
+    stopped_at: float | None  # it said it stopped (its last beat)
+    version: str | None  # the Pivotal it runs (None: recorded before versions were)
+    catalogues: tuple[str, ...]  # the catalogues it serves
+    beat_every: float | None  # seconds between its heartbeats
+    leases: tuple[str, ...] = ()  # sagas whose unexpired lease it holds, by id
+
+    def gone_after(self) -> float:
+        """Seconds after its last heartbeat past which it is taken for gone."""
+        if self.beat_every is None:
+            return UNKNOWN_BEAT_SPAN
+        return MISSED_BEATS * self.beat_every
+
+    def state(self, now: float) -> str:
+        """``stopped`` (it said so), ``alive`` (it beats) or ``stale`` (it went silent:
+        crashed, frozen or cut off; another worker may take its name)."""
+        if self.stopped_at is not None:
+            return "stopped"
+        return "alive" if now - self.heartbeat_at <= self.gone_after() else "stale"
+
+
 @dataclass(frozen=True, slots=True)
 class StoredSaga:
     state: SagaState
@@ -273,6 +306,26 @@ class Store(Protocol):
     async def beat_worker(self, name: str, now: float, *, stopped: bool = False) -> None:
         """Record that worker ``name`` is alive at ``now`` (or, with ``stopped``, that it
         stopped); the first beat of a name records when it started."""
+        ...
+
+    async def start_worker(
+        self,
+        name: str,
+        now: float,
+        *,
+        version: str,
+        catalogues: Sequence[str],
+        beat_every: float,
+    ) -> WorkerInfo | None:
+        """Record that worker ``name`` starts at ``now`` (its first beat), unless a live
+        worker has that name (not stopped, and its heartbeat not stale: see
+        ``WorkerInfo.state``): then nothing is written and that worker is returned. A name
+        whose worker stopped or went stale is taken over (a restart after a crash)."""
+        ...
+
+    async def list_workers(self, now: float, limit: int = 100) -> list[WorkerInfo]:
+        """The workers recorded, the latest heartbeat first, each with the sagas whose
+        lease it holds at ``now`` (unexpired)."""
         ...
 
     # -- the outbox ---------------------------------------------------------------------------

@@ -243,6 +243,14 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE steps ADD COLUMN effect_from REAL;
     ALTER TABLE steps ADD COLUMN effect_by REAL;
     """,
+    # 13: what each worker is: the Pivotal version it runs, the catalogues it serves (a JSON
+    # list) and the seconds between its heartbeats (it is taken for gone after a few missed
+    # beats). The workers recorded before say none of these.
+    """
+    ALTER TABLE workers ADD COLUMN version TEXT;
+    ALTER TABLE workers ADD COLUMN catalogues TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE workers ADD COLUMN beat_every REAL;
+    """,
 )
 
 

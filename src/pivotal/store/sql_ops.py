@@ -8,9 +8,11 @@ primitives. Every read is one aggregate over an indexed column (``sagas(status, 
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
-from pivotal.store.base import OpsSnapshot
+from pivotal.store.base import MISSED_BEATS, UNKNOWN_BEAT_SPAN, OpsSnapshot, WorkerInfo
 from pivotal.store.primitives import Fetch, SQLPrimitives, Stmt
 
 SAGAS_BY_STATUS = "SELECT status, COUNT(*) FROM sagas GROUP BY status"
@@ -36,10 +38,48 @@ BEAT_WORKER = (
     "WHEN workers.stopped_at IS NOT NULL AND excluded.stopped_at IS NULL "
     "THEN excluded.started_at ELSE workers.started_at END"
 )
+# A start takes the name unless its worker is live: not stopped, and its last beat not
+# older than a few of its beat intervals (see ``WorkerInfo.state``). One statement, so two
+# workers starting at once under one name cannot both take it.
+START_WORKER = (
+    "INSERT INTO workers (name, started_at, heartbeat_at, stopped_at, version, catalogues, "
+    "beat_every) VALUES (?, ?, ?, NULL, ?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET started_at = excluded.started_at, "
+    "heartbeat_at = excluded.heartbeat_at, stopped_at = NULL, version = excluded.version, "
+    "catalogues = excluded.catalogues, beat_every = excluded.beat_every "
+    "WHERE workers.stopped_at IS NOT NULL "
+    "OR workers.heartbeat_at < ? - COALESCE(? * workers.beat_every, ?) "
+    "RETURNING name"
+)
+WORKER_COLUMNS = "name, started_at, heartbeat_at, stopped_at, version, catalogues, beat_every"
+WORKER_NAMED = f"SELECT {WORKER_COLUMNS} FROM workers WHERE name = ?"
+LIST_WORKERS = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY heartbeat_at DESC, name LIMIT ?"
+# by the partial index on held leases: the sagas still leased, whoever holds them
+HELD_LEASES = (
+    "SELECT lease_owner, saga_id FROM sagas "
+    "WHERE lease_owner IS NOT NULL AND lease_expires_at > ? ORDER BY saga_id"
+)
 
 
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _worker(row: Any, leases: Sequence[str] = ()) -> WorkerInfo:
+    try:
+        served = json.loads(row[5] or "[]")
+    except ValueError:
+        served = []
+    return WorkerInfo(
+        name=str(row[0]),
+        started_at=float(row[1]),
+        heartbeat_at=float(row[2]),
+        stopped_at=_float(row[3]),
+        version=None if row[4] is None else str(row[4]),
+        catalogues=tuple(str(c) for c in served) if isinstance(served, list) else (),
+        beat_every=_float(row[6]),
+        leases=tuple(leases),
+    )
 
 
 class SQLOps(SQLPrimitives):
@@ -78,3 +118,38 @@ class SQLOps(SQLPrimitives):
         stopped); the first beat of a name records when it started, and so does the first
         beat after it stopped (a restart under the same name)."""
         await self._batch([Stmt(BEAT_WORKER, (name, now, now, now if stopped else None))])
+
+    async def start_worker(
+        self,
+        name: str,
+        now: float,
+        *,
+        version: str,
+        catalogues: Sequence[str],
+        beat_every: float,
+    ) -> WorkerInfo | None:
+        """Record that worker ``name`` starts at ``now``, unless a live worker has that
+        name: then nothing is written and that worker is returned."""
+        served = json.dumps(sorted(catalogues))
+        terms = (name, now, now, version, served, beat_every, now, MISSED_BEATS)
+        stmt = Stmt(START_WORKER, (*terms, UNKNOWN_BEAT_SPAN), returning=True)
+        result = await self._batch([stmt])
+        if result.rows and result.rows[0]:
+            return None
+        rows = await self._fetch(WORKER_NAMED, (name,))
+        if not rows:  # pragma: no cover - a row kept the name, and rows are never deleted
+            return None
+        return _worker(rows[0])
+
+    async def list_workers(self, now: float, limit: int = 100) -> list[WorkerInfo]:
+        """The workers recorded, the latest heartbeat first, each with the sagas whose
+        lease it holds at ``now``."""
+
+        async def read(fetch: Fetch) -> list[WorkerInfo]:
+            rows = await fetch(LIST_WORKERS, (limit,))
+            held: dict[str, list[str]] = {}
+            for owner, saga_id in await fetch(HELD_LEASES, (now,)):
+                held.setdefault(str(owner), []).append(str(saga_id))
+            return [_worker(r, held.get(str(r[0]), ())) for r in rows]
+
+        return await self._reading(read)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 
 from pivotal.app import load_app
 from pivotal.hooks import Hook
@@ -36,7 +37,8 @@ async def work(
     store = open_store(db)
     await store.open()
     try:
-        orch = Orchestrator(store, app, owner="crashworker", lease_ttl=ttl)
+        # a process of its own: its own name (a restarted one must not wait for the name)
+        orch = Orchestrator(store, app, owner=f"crashworker-{os.getpid()}", lease_ttl=ttl)
         if hook is None and site is not None:
             hook = CrashAt(site, kill=True)
         config = WorkerConfig(

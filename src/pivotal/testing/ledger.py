@@ -28,6 +28,7 @@ from pivotal.store.base import (
     Store,
     StoredSaga,
     Token,
+    WorkerInfo,
 )
 from pivotal.store.planning_records import (
     Escalation,
@@ -241,6 +242,22 @@ class FlakyStore:
 
     async def beat_worker(self, name: str, now: float, *, stopped: bool = False) -> None:
         await self.inner.beat_worker(name, now, stopped=stopped)
+
+    async def start_worker(
+        self,
+        name: str,
+        now: float,
+        *,
+        version: str,
+        catalogues: Sequence[str],
+        beat_every: float,
+    ) -> WorkerInfo | None:
+        return await self.inner.start_worker(
+            name, now, version=version, catalogues=catalogues, beat_every=beat_every
+        )
+
+    async def list_workers(self, now: float, limit: int = 100) -> list[WorkerInfo]:
+        return await self.inner.list_workers(now, limit)
 
     async def claim_messages(self, owner: str, now: float, ttl: float, limit: int) -> list[Message]:
         return await self.inner.claim_messages(owner, now, ttl, limit)

@@ -1,0 +1,62 @@
+"""``pivotal workers``: the workers the ledger knows, whether each is alive, what it holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from pivotal.cli._shared import JsonFlag, Limit, dump, note_cut, out, reading, run, settings_of
+from pivotal.clock import SystemClock
+from pivotal.render import when
+from pivotal.store.base import WorkerInfo
+from pivotal.terminal import safe_text
+from pivotal.worker_view import age, describe, leases_text
+
+STATE_STYLES = {"alive": "green", "stale": "yellow", "stopped": "dim"}
+
+
+def register(cli: typer.Typer) -> None:
+    cli.command("workers")(workers)
+
+
+def workers(ctx: typer.Context, limit: Limit = 100, as_json: JsonFlag = False) -> None:
+    """List the workers, the latest heartbeat first: alive (it beats), stale (it went
+    silent: crashed, frozen or cut off; its name may be taken over) or stopped, with the
+    sagas whose leases each holds, its Pivotal version and the catalogues it serves."""
+
+    async def work() -> tuple[list[WorkerInfo], float]:
+        async with reading(settings_of(ctx)) as store:
+            now = SystemClock().now()
+            return await store.list_workers(now, limit + 1), now
+
+    found, now = run(work())
+    shown = found[:limit]
+    if as_json:
+        dump([describe(w, now) for w in shown])
+    elif not shown:
+        out.print(Text("no workers have run against this ledger"))
+    else:
+        out.print(workers_table(shown, now))
+    total = None if len(found) > limit else len(found)  # more than shown: how many, unknown
+    note_cut(len(shown), total, limit, "workers", as_json=as_json)
+
+
+def workers_table(found: list[WorkerInfo], now: float) -> Table:
+    table = Table(header_style="dim")
+    for col in ("worker", "state", "heartbeat", "started", "leases", "version", "catalogues"):
+        table.add_column(col)
+    for w in found:
+        row: dict[str, Any] = describe(w, now)
+        table.add_row(
+            safe_text(w.name),
+            Text(row["state"], style=STATE_STYLES[row["state"]]),
+            f"{age(row['heartbeat_age'])} ago",
+            when(w.started_at),
+            safe_text(leases_text(w.leases)),
+            safe_text(w.version or "?"),
+            safe_text(", ".join(w.catalogues) or "-"),
+        )
+    return table
