@@ -556,7 +556,8 @@ class Orchestrator:
             or approval.status is not ApprovalStatus.PENDING
         ):
             raise ApprovalError(
-                f"saga {saga_id} is {state.status.value}, not awaiting an approval decision"
+                four_eyes.already_decided(stored)
+                or f"saga {saga_id} is {state.status.value}, not awaiting an approval decision"
             )
         if approve:  # four-eyes, for every surface: here, once
             four_eyes.check(approver, stored)
@@ -716,6 +717,28 @@ class Orchestrator:
         if not events:
             raise SagaNotFound(f"no saga {saga_id!r}")
         return replay(events)
+
+    # -- run a compensated plan again ---------------------------------------------------
+
+    async def rerun(self, saga_id: str, by: str) -> SagaState:
+        """Submit the plan of a saga that ended ``compensated`` again, as a new saga whose
+        provenance points back to it (``rerun_of``, with who asked): through ``submit``, so
+        validation against fresh facts, the rollout and the approval policy apply again.
+        Nothing runs here (a worker picks it up). One rerun per saga: asking again returns
+        it (``saga_actions.rerun_id``). ``SagaNotRerunnable`` for any other status."""
+        from pivotal.saga_actions import rerun_id, rerun_plan
+
+        if not canonical_person(by):
+            raise InvalidInput("rerunning a saga needs who asked for it")
+        plan = rerun_plan(await self.get(saga_id), by)
+        again = rerun_id(saga_id)
+        found = await self.store.load(again)
+        if found is not None:
+            return found.state
+        try:
+            return await self.submit(plan, saga_id=again)
+        except SagaConflict:  # another person's rerun was recorded meanwhile
+            return (await self.get(again)).state
 
 
 def _subjects(catalogue: Catalogue, calls: list[FlatCall]) -> dict[str, dict[str, list[str]]]:

@@ -19,6 +19,15 @@ class ActorType(StrEnum):
     SYSTEM = "system"
 
 
+class Rerun(BaseModel):
+    """The saga whose plan a plan runs again, and who asked for it (``Orchestrator.rerun``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    saga_id: str = Field(min_length=1, max_length=128)
+    by: str = Field(min_length=1, max_length=200)
+
+
 class Provenance(BaseModel):
     """Who proposed a plan, and from what."""
 
@@ -35,6 +44,8 @@ class Provenance(BaseModel):
     # what the request this plan serves is about, from a trusted system (the order, the
     # customer who asked): a plan whose calls or facts name anything else is refused
     about: dict[str, str | int | float | bool] | None = Field(default=None, max_length=32)
+    # set by ``Orchestrator.rerun`` only: the compensated saga this plan runs again
+    rerun_of: Rerun | None = None
 
     def ref(self) -> str:
         """A stable short id for this provenance record."""
@@ -58,7 +69,7 @@ class Provenance(BaseModel):
         return {name for name in _LATER if getattr(self, name) is None}
 
 
-_LATER = ("on_behalf_of", "about")
+_LATER = ("on_behalf_of", "about", "rerun_of")
 
 
 class StepCall(BaseModel):
@@ -156,19 +167,31 @@ def parse_plan(data: str | bytes | dict[str, Any], *, limits: PlanLimits = DEFAU
                 raise PlanTooLarge(
                     f"the plan is {size} bytes of JSON; at most {limits.max_bytes} are read"
                 )
-            return Plan.model_validate(data)
+            return _submitted(Plan.model_validate(data))
         size = len(data.encode() if isinstance(data, str) else data)
         if size > limits.max_bytes:
             raise PlanTooLarge(
                 f"the plan is {size} bytes of JSON; at most {limits.max_bytes} are read"
             )
-        return Plan.model_validate(strict_json(data))
+        return _submitted(Plan.model_validate(strict_json(data)))
     except ValidationError as exc:
         problems = []
         for err in exc.errors(include_url=False):
             where = ".".join(str(p) for p in err["loc"]) or "plan"
             problems.append(f"{where}: {err['msg']}")
         raise PlanParseError("malformed plan: " + "; ".join(problems)) from exc
+
+
+def _submitted(plan: Plan) -> Plan:
+    """A plan as a proposer may send it: ``rerun_of`` is Pivotal's to set (an operator's
+    rerun of a compensated saga), never the sender's, so the audit trail cannot be forged."""
+    if plan.provenance.rerun_of is not None:
+        raise PlanParseError(
+            "malformed plan: provenance.rerun_of is recorded by Pivotal when an operator runs "
+            "a compensated saga's plan again (pivotal sagas rerun); a submitted plan cannot "
+            "claim it"
+        )
+    return plan
 
 
 def strict_json(text: str | bytes) -> Any:

@@ -1,4 +1,5 @@
-"""``pivotal sagas``: list and show sagas; resume or resolve one parked for a person."""
+"""``pivotal sagas``: list and show sagas and their events; resume or resolve one parked for
+a person; abort one before its pivot; run a compensated one's plan again."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from pivotal import render
+from pivotal import render, saga_actions
 from pivotal.cli._shared import (
     JsonFlag,
     Limit,
@@ -29,7 +30,10 @@ from pivotal.errors import SagaNotFound
 from pivotal.state import Event, SagaState, SagaStatus
 from pivotal.store import StoredSaga, count_rows
 
-sagas = new_group("Inspect sagas; resume or resolve one that waits for a person.")
+sagas = new_group(
+    "Inspect sagas; resume or resolve one that waits for a person; abort one before its "
+    "pivot; run a compensated plan again."
+)
 
 
 def register(cli: typer.Typer) -> None:
@@ -131,3 +135,56 @@ def sagas_resolve(
             return await orch.resolve(saga_id, by, reason)
 
     print_outcome(run(work()), as_json, resolved_by=brief(by))
+
+
+@sagas.command("abort")
+def sagas_abort(
+    ctx: typer.Context,
+    saga_id: SagaId,
+    by: Who,
+    reason: Why,
+    run_now: Annotated[
+        bool, typer.Option("--run", help="Run the undos in this process now.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """A saga not yet at its point of no return starts compensating; a worker runs the undos
+    (or this process, with --run). Refused past the pivot, awaiting approval, or over."""
+
+    async def work() -> SagaState:
+        async with writing(settings_of(ctx), "sagas abort") as orch:
+            state = await saga_actions.abort(orch, saga_id, by, reason)
+            return await orch.run(saga_id) if run_now else state
+
+    print_outcome(run(work()), as_json, aborted_by=brief(by))
+
+
+@sagas.command("rerun")
+def sagas_rerun(ctx: typer.Context, saga_id: SagaId, by: Who, as_json: JsonFlag = False) -> None:
+    """Submit the plan of a compensated saga again, as a new saga pointing back to it
+    (provenance.rerun_of): validated, rolled out and approved anew; a worker runs it. One
+    rerun per saga: asking again prints the same one."""
+
+    async def work() -> SagaState:
+        async with writing(settings_of(ctx), "sagas rerun") as orch:
+            return await orch.rerun(saga_id, by)
+
+    print_outcome(run(work()), as_json, rerun_of=brief(saga_id))
+
+
+@sagas.command("events")
+def sagas_events(ctx: typer.Context, saga_id: SagaId, as_json: JsonFlag = False) -> None:
+    """The saga's event log, oldest first, its texts redacted (--json: as the API gives it)."""
+
+    async def work() -> tuple[StoredSaga, list[Event]]:
+        async with reading(settings_of(ctx)) as store:
+            stored = await store.load(saga_id)
+            if stored is None:
+                raise SagaNotFound(f"no saga {saga_id!r}")
+            return stored, await store.events(saga_id)
+
+    stored, events = run(work())
+    if as_json:
+        dump(saga_actions.events_document(saga_id, events))
+    else:
+        out.print(render.timeline(stored.state, saga_actions.redacted(events)))

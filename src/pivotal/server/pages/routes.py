@@ -4,20 +4,28 @@ CSRF-checked."""
 
 from __future__ import annotations
 
+import json
+import re
 import secrets
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from pivotal import saga_actions
 from pivotal.errors import (
     ApprovalError,
     FourEyesError,
     InvalidInput,
+    PlanRejected,
+    RolloutRefused,
+    RolloutShadowed,
+    SagaConflict,
     SagaNotFound,
     SagaNotParked,
     VersionConflict,
@@ -348,7 +356,73 @@ async def saga(request: Request, saga_id: str, notice: str = "") -> Response:
         notice=NOTICES.get(notice, ""),
         parked=stored.state.status is SagaStatus.NEEDS_HUMAN,
         awaiting=stored.state.status is SagaStatus.AWAITING_APPROVAL,
+        actions=saga_actions.offered(stored.state),
     )
+
+
+# -- any saga: abort, run again, download its events (``saga_actions``) -------------------
+# Registered before ``POST /sagas/{saga_id}/{action}`` below, which would take them first.
+
+NOTICES |= {
+    "aborted": "Aborted: a worker runs the undos.",
+    "rerun": "Submitted again as this new saga: a worker runs it (approval applies anew).",
+}
+
+
+@router.post("/sagas/{saga_id}/abort")
+async def abort_saga(request: Request, saga_id: str) -> Response:
+    who = await _who(request, (Role.OPERATOR,))
+    if not isinstance(who, Viewer):
+        return who
+    form = await _form(request, who)
+    if not isinstance(form, FormData):
+        return form
+    reason = form.get("reason")
+    try:
+        given = reason if isinstance(reason, str) else ""
+        await saga_actions.abort(_ctx(request).orchestrator, saga_id, who.name, given)
+    except SagaNotFound:
+        return refused(request, who, 404, "There is no such saga.")
+    except InvalidInput as exc:
+        return refused(request, who, 400, f"{exc.message}; nothing was aborted.")
+    except (SagaConflict, VersionConflict) as exc:  # SagaNotAbortable: the engine's reason
+        return refused(request, who, 409, f"{exc.message}; nothing was aborted.")
+    return to(f"/ui/sagas/{quote(saga_id, safe='')}?notice=aborted")
+
+
+@router.post("/sagas/{saga_id}/rerun")
+async def rerun_saga(request: Request, saga_id: str) -> Response:
+    who = await _who(request, (Role.OPERATOR,))
+    if not isinstance(who, Viewer):
+        return who
+    form = await _form(request, who)
+    if not isinstance(form, FormData):
+        return form
+    try:
+        state = await _ctx(request).orchestrator.rerun(saga_id, who.name)
+    except SagaNotFound:
+        return refused(request, who, 404, "There is no such saga.")
+    except PlanRejected as exc:
+        found = "; ".join(e.message for e in exc.errors[:5])
+        return refused(request, who, 409, f"The plan no longer validates: {found}.")
+    except (InvalidInput, SagaConflict, RolloutRefused, RolloutShadowed) as exc:
+        return refused(request, who, 409, exc.message)
+    return to(f"/ui/sagas/{quote(state.saga_id, safe='')}?notice=rerun")
+
+
+@router.get("/sagas/{saga_id}/events.json")
+async def saga_events(request: Request, saga_id: str) -> Response:
+    who = await _who(request, READERS)
+    if not isinstance(who, Viewer):
+        return who
+    try:
+        found = await saga_actions.events_of(_ctx(request).store, saga_id)
+    except SagaNotFound:
+        return refused(request, who, 404, "There is no such saga.")
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", saga_id)[:128]
+    disposition = {"Content-Disposition": f'attachment; filename="{name}.events.json"'}
+    body = json.dumps(found, default=str, indent=2)
+    return Response(body, media_type="application/json", headers=HEADERS | disposition)
 
 
 # -- operators -----------------------------------------------------------------------------

@@ -1,13 +1,17 @@
-"""What operators do: dead letters (retry, resolve), escalations (resolve), and sagas parked
-``needs_human`` (resume, resolve). Everything is recorded; workers do the running."""
+"""What operators do: dead letters (retry, resolve), escalations (resolve), sagas parked
+``needs_human`` (resume, resolve), and any saga (abort before its pivot, run a compensated
+plan again, read its event log). Everything is recorded; workers do the running."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from pivotal import saga_actions
+from pivotal.errors import RolloutShadowed
 from pivotal.principals import Role
 from pivotal.server import views
 from pivotal.server.auth import READERS, Principal, allow
@@ -35,6 +39,13 @@ class Settled(Why):
     saga_id: str | None = Field(
         default=None, max_length=128, description="The saga a person started to settle it."
     )
+
+
+class EventLog(BaseModel):
+    """A saga's event log, each event as ``sagas show`` has it, its texts redacted."""
+
+    saga_id: str
+    events: list[dict[str, Any]]
 
 
 # -- dead letters ------------------------------------------------------------------------
@@ -131,3 +142,45 @@ async def resolve(ctx: Ctx, who: Operator, saga_id: str, body: Why) -> dict[str,
     """A person settled a needs_human saga outside Pivotal: it ends resolved."""
     state = await ctx.orchestrator.resolve(saga_id, who.name, body.reason)
     return views.outcome(state)
+
+
+# -- any saga: abort, run again, its events -----------------------------------------------
+
+
+@router.post(
+    "/sagas/{saga_id}/abort", response_model=views.Outcome, responses=responses(404, 409, 413)
+)
+async def abort(ctx: Ctx, who: Operator, saga_id: str, body: Why) -> dict[str, Any]:
+    """A saga not yet at its point of no return starts compensating: recorded here, the undos
+    run in a worker. 409 ``saga_not_abortable`` past the pivot, awaiting approval or over;
+    422 for a reason that is blank or holds control characters."""
+    state = await saga_actions.abort(ctx.orchestrator, saga_id, who.name, body.reason)
+    return views.outcome(state)
+
+
+@router.post(
+    "/sagas/{saga_id}/rerun",
+    status_code=201,
+    response_model=views.Outcome,
+    responses={
+        202: {"description": "The catalogue's rollout kept the plan in shadow: no saga."},
+        **responses(404, 409),
+    },
+)
+async def rerun(ctx: Ctx, who: Operator, saga_id: str) -> dict[str, Any] | JSONResponse:
+    """The plan of a compensated saga, submitted again as a new saga (``provenance.rerun_of``
+    points back): validated, rolled out and approved like any submission; a worker runs it.
+    One rerun per saga (asking again answers the same one). 409 ``saga_not_rerunnable`` for
+    any other status."""
+    try:
+        state = await ctx.orchestrator.rerun(saga_id, who.name)
+    except RolloutShadowed as exc:  # as POST /v1/sagas answers it
+        shadow = {"shadowed": True, "code": exc.code, "run_id": exc.run_id}
+        return JSONResponse(shadow | {"message": exc.message}, status_code=202)
+    return views.outcome(state) | {"rerun_of": saga_id}
+
+
+@router.get("/sagas/{saga_id}/events", response_model=EventLog, responses=responses(404))
+async def events(ctx: Ctx, who: Reader, saga_id: str) -> dict[str, Any]:
+    """The saga's event log, oldest first, every text redacted (``redaction.redact``)."""
+    return await saga_actions.events_of(ctx.store, saga_id)

@@ -1,0 +1,139 @@
+"""What an operator does to a saga, the same on every surface (the CLI, the HTTP API, the
+pages): abort it before its point of no return, run the plan of a compensated saga again,
+and read its event log as JSON.
+
+Each surface only maps the errors here to its answer: ``SagaNotAbortable`` and
+``SagaNotRerunnable`` (the API's 409), ``InvalidInput`` for a reason that is empty, too long
+or holds a control character (422), ``SagaNotFound`` (404).
+
+``abort`` records the verdict only: a worker (or the pass that holds the saga's lease) runs
+the undos, as ``resume`` leaves the running to a worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+from typing import TYPE_CHECKING, Any
+
+from pivotal.engine import point_of_no_return
+from pivotal.errors import InvalidInput, SagaConflict, SagaNotFound
+from pivotal.plan import Plan, Rerun
+from pivotal.principals import canonical_person
+from pivotal.redaction import redact
+from pivotal.state import Event, SagaState, SagaStatus, StepStatus
+from pivotal.terminal import printable
+
+if TYPE_CHECKING:
+    from pivotal.orchestrator import Orchestrator
+    from pivotal.store.base import Store, StoredSaga
+
+MAX_REASON = 4000  # characters of a reason, as every other reason an operator gives
+RERUNNABLE = SagaStatus.COMPENSATED  # the one status whose plan may run again
+_KEPT = frozenset("\n\t")  # a reason may span lines (a textarea); nothing else invisible
+
+
+class SagaNotAbortable(SagaConflict):
+    """The saga is past its point of no return, waiting for an approval, or over."""
+
+    code = "saga_not_abortable"
+
+
+class SagaNotRerunnable(SagaConflict):
+    """Only a saga that ended ``compensated`` runs its plan again."""
+
+    code = "saga_not_rerunnable"
+
+
+def reason_of(given: str, what: str) -> str:
+    """``given`` without surrounding blanks; ``InvalidInput`` when nothing is left, when it
+    is longer than ``MAX_REASON`` or holds a control character (other than a newline or a
+    tab), a bidi control or another character a terminal would not show as it is."""
+    reason = given.strip()
+    if not reason:
+        raise InvalidInput(f"{what} needs a reason")
+    if len(reason) > MAX_REASON:
+        raise InvalidInput(f"{what}: a reason has at most {MAX_REASON} characters")
+    bad = sorted({printable(c) for c in reason if c not in _KEPT and printable(c) != c})
+    if bad:
+        raise InvalidInput(f"{what}: the reason holds control characters ({', '.join(bad)})")
+    return reason
+
+
+async def abort(orchestrator: Orchestrator, saga_id: str, by: str, reason: str) -> SagaState:
+    """Record that ``by`` aborted the saga, and why: it starts compensating and a worker runs
+    the undos. ``SagaNotAbortable`` (with the orchestrator's reason) when it cannot be."""
+    why = reason_of(reason, "aborting a saga")
+    if not canonical_person(by):
+        raise InvalidInput("aborting a saga needs who aborted it")
+    await orchestrator.get(saga_id)  # SagaNotFound first
+    try:
+        return await orchestrator.abort(saga_id, by, why, run=False)
+    except InvalidInput as exc:  # the reason is good: it is the saga's state that refuses
+        raise SagaNotAbortable(exc.message) from None
+
+
+def offered(state: SagaState) -> dict[str, bool]:
+    """Which of these actions a page offers for the saga: ``abort`` while it is submitted or
+    running and has not begun its point of no return, ``rerun`` once it ended compensated.
+    Only a hint for the buttons: the orchestrator decides when one is pressed."""
+    pnr = point_of_no_return(state)
+    before_pivot = pnr is None or state.steps[pnr].status is StepStatus.PENDING
+    running = state.status in (SagaStatus.SUBMITTED, SagaStatus.RUNNING)
+    return {"abort": running and before_pivot, "rerun": state.status is RERUNNABLE}
+
+
+def rerun_id(saga_id: str) -> str:
+    """The id of the saga that runs ``saga_id``'s plan again: one per saga, so that asking
+    twice (a second click) records it once."""
+    return f"rr_{hashlib.sha256(saga_id.encode()).hexdigest()[:32]}"
+
+
+def rerun_plan(stored: StoredSaga, by: str) -> Plan:
+    """The plan of ``stored`` again, its provenance pointing back to it (``rerun_of``);
+    ``SagaNotRerunnable`` unless it ended compensated."""
+    state = stored.state
+    if state.status is not RERUNNABLE:
+        raise SagaNotRerunnable(
+            f"saga {state.saga_id} is {state.status.value}: only a compensated saga runs its "
+            "plan again (a completed or running one would do the work twice; after "
+            "compensation_failed or resolved, what is still in place is a person's to settle)"
+        )
+    provenance = stored.plan.provenance.model_copy(
+        update={"rerun_of": Rerun(saga_id=state.saga_id, by=by)}
+    )
+    return stored.plan.model_copy(update={"provenance": provenance})
+
+
+def events_document(saga_id: str, events: Sequence[Event]) -> dict[str, Any]:
+    """What every surface gives for a saga's events: ``{"saga_id", "events"}``."""
+    return {"saga_id": saga_id, "events": events_json(events)}
+
+
+async def events_of(store: Store, saga_id: str) -> dict[str, Any]:
+    """``events_document`` of the saga in ``store``; ``SagaNotFound`` when there is none."""
+    if await store.load(saga_id) is None:
+        raise SagaNotFound(f"no saga {saga_id[:200]!r}")
+    return events_document(saga_id, await store.events(saga_id))
+
+
+def redacted(events: Sequence[Event]) -> list[Event]:
+    """The events with every text in their data passed through ``redaction.redact`` (a
+    step's error may quote a URL with a password, or a ``token=...``)."""
+    return [replace(e, data=_redacted(dict(e.data))) for e in events]
+
+
+def events_json(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """The event log as JSON (each event as ``sagas show --json`` has it), ``redacted``."""
+    return [asdict(e) | {"type": e.type.value} for e in redacted(events)]
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v) for v in value]
+    return value
