@@ -18,10 +18,12 @@ validated).
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING
 
 from pivotal.errors import FourEyesError, OnBehalfOfRequired
 from pivotal.principals import canonical_person
+from pivotal.state import ApprovalStatus
 
 if TYPE_CHECKING:
     from pivotal.plan import Plan
@@ -41,11 +43,42 @@ def why_not(approver: str, saga: StoredSaga) -> str | None:
         return f"saga {saga_id} was asked for on behalf of {approver}, who cannot approve it too"
     approval = saga.state.approval
     if approval is not None and who in {canonical_person(a) for a in approval.approved_by}:
+        other = "a second" if len(approval.approved_by) == 1 else "another"
         return (
-            f"{approver} already approved saga {saga_id}; it needs {approval.required} "
-            "distinct approvers, so another person must approve it"
+            f"{approver} already approved saga {saga_id}, and one person counts once: its "
+            f"approval needs {approval.required} distinct approvers, so {other}, different "
+            "person must approve it; nothing was recorded"
         )
     return None
+
+
+def already_decided(saga: StoredSaga) -> str | None:
+    """Why a decision on ``saga`` comes too late, when its approval was decided already
+    (approved, rejected, or expired), saying by whom; None while it is pending, or when
+    no approval was ever asked."""
+    approval = saga.state.approval
+    if approval is None or approval.status is ApprovalStatus.PENDING:
+        return None
+    saga_id = saga.state.saga_id
+    step = saga.state.steps[approval.step].name if approval.step < len(saga.state.steps) else ""
+    what = f"the approval of {step}" if step else "its approval"
+    at = _when(approval.decided_at)
+    if approval.status is ApprovalStatus.EXPIRED:
+        verdict = f"{what} expired{at} before anyone decided"
+    else:
+        who = approval.approved_by if approval.status is ApprovalStatus.APPROVED else ()
+        names = " and ".join(who) if who else (approval.approver or "someone")
+        verdict = f"{what} was {approval.status.value} by {names}{at}"
+    return (
+        f"saga {saga_id} was already decided: {verdict}; it is {saga.state.status.value} "
+        "now, and nothing was recorded"
+    )
+
+
+def _when(at: float | None) -> str:
+    if at is None:
+        return ""
+    return " at " + dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def check(approver: str, saga: StoredSaga) -> None:

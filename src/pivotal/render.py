@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
-from rich.console import Group
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -43,6 +44,82 @@ EVENT_STYLE = {
     EventType.APPROVAL_REJECTED: "red",
     EventType.APPROVAL_EXPIRED: "red",
 }
+
+
+Role = Literal["id", "fixed", "date", "text"]
+TEXT_MIN = 8  # the narrowest a column of text gets: it folds onto more lines instead
+DATE = 10  # a timestamp's width: the date on one line, the time below it
+ID_MIN = 8  # the narrowest an id gets when the ids cannot all be shown whole
+
+
+class FittedTable(Table):
+    """A table that stays readable in a narrow terminal (80 columns): ids are shown whole
+    on one line while they fit and folded (never cut) when they cannot; long text folds
+    onto more lines, never narrower than ``TEXT_MIN`` (or its header); short fields (a
+    status, a count) keep their width; a timestamp takes two lines of ``DATE``. Widths are
+    settled when the table is rendered, for the width it is given: what is left after the
+    short fields goes to the ids first, then evenly to the text."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.roles: list[Role] = []
+
+    def column(self, header: str, role: Role = "text", **options: Any) -> None:
+        """Add a column of ``role``: ``id`` (whole if it fits, else folded), ``fixed`` (its
+        natural width, unwrapped), ``date`` (a timestamp) or ``text`` (folds)."""
+        if role == "fixed":
+            options.setdefault("no_wrap", True)
+        else:
+            options.setdefault("overflow", "fold")
+        self.add_column(header, **options)
+        self.roles.append(role)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        self._fit(options.max_width)
+        return super().__rich_console__(console, options)
+
+    def _widest(self, index: int) -> int:
+        column = self.columns[index]
+        cells = [column.header, *column._cells]
+        return max(1, *(cell_len(c.plain if isinstance(c, Text) else str(c)) for c in cells))
+
+    def _fit(self, width: int) -> None:
+        count = len(self.columns)
+        roles = self.roles + ["text"] * (count - len(self.roles))
+        widest = [self._widest(i) for i in range(count)]
+        chosen = list(widest)
+        spare = width - self._extra_width - sum(self._get_padding_width(i) for i in range(count))
+        spare -= sum(widest[i] for i, role in enumerate(roles) if role == "fixed")
+        texts = [i for i, role in enumerate(roles) if role in ("text", "date")]
+        ids = [i for i, role in enumerate(roles) if role == "id"]
+        for i in texts:  # the least each shows: a date on two lines, text folded
+            least = DATE if roles[i] == "date" else max(TEXT_MIN, self._header(i))
+            chosen[i] = min(widest[i], least)
+            spare -= chosen[i]
+        # the ids, shortest first: each is whole while the others can still get their share
+        for n, i in enumerate(sorted(ids, key=widest.__getitem__)):
+            chosen[i] = min(widest[i], max(ID_MIN, spare // (len(ids) - n)))
+            spare -= chosen[i]
+        # the text: what is left, shared evenly, none wider than it needs; a date is whole
+        # on one line only when everything is
+        if spare >= sum(widest[i] - chosen[i] for i in texts):
+            growing = texts
+        else:
+            growing = [i for i in texts if roles[i] == "text"]
+        wanting = [i for i in growing if chosen[i] < widest[i]]
+        while spare > 0 and wanting:
+            share = max(1, spare // len(wanting))
+            for i in list(wanting):
+                more = min(share, widest[i] - chosen[i], spare)
+                chosen[i] += more
+                spare -= more
+                if chosen[i] >= widest[i]:
+                    wanting.remove(i)
+        for column, fitted in zip(self.columns, chosen, strict=True):
+            column.width = fitted
+
+    def _header(self, index: int) -> int:
+        return cell_len(str(self.columns[index].header))
 
 
 def when(ts: float | None) -> str:
@@ -191,9 +268,10 @@ def catalogue_digest_of(events: Sequence[Event]) -> str | None:
 
 
 def sagas_table(sagas: Iterable[SagaSummary]) -> Table:
-    table = Table(header_style="dim")
-    for col in ("saga", "catalogue", "status", "updated", "reason"):
-        table.add_column(col)
+    table = FittedTable(header_style="dim")
+    roles: tuple[Role, ...] = ("id", "text", "fixed", "date", "text")
+    for col, role in zip(("saga", "catalogue", "status", "updated", "reason"), roles, strict=True):
+        table.column(col, role)
     for s in sagas:
         table.add_row(
             safe_text(s.saga_id),
@@ -206,9 +284,11 @@ def sagas_table(sagas: Iterable[SagaSummary]) -> Table:
 
 
 def approvals_table(items: Iterable[PendingApproval]) -> Table:
-    table = Table(header_style="dim")
-    for col in ("saga", "catalogue", "step", "reason", "rationale", "expires"):
-        table.add_column(col)
+    table = FittedTable(header_style="dim")
+    columns = ("saga", "catalogue", "step", "reason", "rationale", "expires")
+    roles: tuple[Role, ...] = ("id", "text", "text", "text", "text", "date")
+    for col, role in zip(columns, roles, strict=True):
+        table.column(col, role)
     for p in items:
         a = p.approval
         table.add_row(
@@ -223,9 +303,11 @@ def approvals_table(items: Iterable[PendingApproval]) -> Table:
 
 
 def dead_letters_table(items: Iterable[DeadLetter]) -> Table:
-    table = Table(header_style="dim")
-    for col in ("id", "saga", "step", "undo key", "tries", "status", "error"):
-        table.add_column(col)
+    table = FittedTable(header_style="dim")
+    columns = ("id", "saga", "step", "undo key", "tries", "status", "error")
+    roles: tuple[Role, ...] = ("fixed", "id", "text", "id", "fixed", "fixed", "text")
+    for col, role in zip(columns, roles, strict=True):
+        table.column(col, role)
     for d in items:
         table.add_row(
             str(d.id),

@@ -75,9 +75,23 @@ class WebhookConfigError(InvalidInput):
 
 class UnsafeWebhookURL(WebhookConfigError):
     """The webhook URL is not https, or its host is a private, loopback or link-local
-    address (pass allow_insecure=True for a receiver you run yourself)."""
+    address (pass allow_insecure=True for a receiver you run yourself).
+
+    ``refusal`` is the reason without the way around it, and ``OVERRIDE`` names that way
+    in Python; a caller that spells it otherwise (a command line's flag) says its own with
+    ``with_override``, so this module names no flag."""
 
     code = "webhook_unsafe"
+    OVERRIDE = "allow_insecure=True"
+
+    def __init__(self, refusal: str, override: str = OVERRIDE) -> None:
+        self.refusal = refusal
+        super().__init__(f"{refusal}; {override} allows it for a receiver you run yourself")
+
+    def with_override(self, override: str) -> UnsafeWebhookURL:
+        """The same refusal, naming ``override`` (a command line's flag, say) as the way
+        around it."""
+        return UnsafeWebhookURL(self.refusal, override)
 
 
 class WebhookVerificationError(PivotalError):
@@ -262,8 +276,7 @@ def _check_addresses(url: str, host: str, addresses: Sequence[str]) -> None:
         why = _unsafe_address(address)
         if why is not None:
             raise UnsafeWebhookURL(
-                f"refusing webhook {redact_url(url)}: {host} resolves to {why} (SSRF guard; "
-                "allow_insecure=True for a receiver you run yourself)"
+                f"refusing webhook {redact_url(url)}: {host} resolves to {why} (SSRF guard)"
             )
 
 
@@ -278,10 +291,7 @@ def _parse(url: str, allow_insecure: bool) -> httpx.URL:
     if allow_insecure:
         return parsed
     if parsed.scheme != "https":
-        raise UnsafeWebhookURL(
-            f"refusing webhook {redact_url(url)}: only https is allowed (allow_insecure=True "
-            "for a receiver you run yourself)"
-        )
+        raise UnsafeWebhookURL(f"refusing webhook {redact_url(url)}: only https is allowed")
     host = parsed.host.lower().rstrip(".")
     if host == "localhost" or host.endswith(".localhost"):
         raise UnsafeWebhookURL(
@@ -505,9 +515,9 @@ class WebhookSink:
                 "POST", self._url, content=body, headers=headers, timeout=self.timeout
             ) as response:
                 status = response.status_code  # the body is never read: only the status
-        except UnsafeWebhookURL as exc:
-            log.warning("%s", exc.message)
-            raise DeliveryError(exc.message) from None
+        except UnsafeWebhookURL as exc:  # recorded for any surface: the reason, no override
+            log.warning("%s", exc.refusal)
+            raise DeliveryError(exc.refusal) from None
         except httpx.HTTPError as exc:
             raise DeliveryError(redact(f"{type(exc).__name__}: {exc}")) from exc
         if 200 <= status < 300:

@@ -3,8 +3,11 @@
 Every fenced block the README marks ``<!-- file: PATH -->`` is that file of the repository,
 byte for byte; every other ``python`` block is run, from a copy of
 ``examples/first_catalogue`` and with top-level ``await`` (as ``python -m asyncio`` runs
-code); the ``sh`` block marked ``<!-- run: DIR -->`` is run, command by command as written,
-with the installed ``pivotal`` first on ``PATH``, in a copy of ``DIR``.
+code), and is pasted, line by line, into ``python -m asyncio`` itself (where a block ends
+only at a blank line); the ``sh`` block marked ``<!-- run: DIR -->`` is run, command by
+command as written, with the installed ``pivotal`` first on ``PATH``, in a copy of ``DIR``.
+Every ``--app`` the README gives for the first catalogue loads, the walk-through first says
+how to get the ``pivotal`` command, and the chaos table's abbreviations are explained.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from markdown_it import MarkdownIt
 
 from pivotal.examples.commerce import create_app
 from pivotal.planning.shadow import read_requests
+from pivotal.testing.report import LEGEND
 
 ROOT = Path(__file__).parents[2]
 README = ROOT / "README.md"
@@ -129,6 +133,76 @@ def test_a_python_snippet_runs_as_written(block: Block, shop: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, f"{block.where}:\n{done.stdout}\n{done.stderr}"
+
+
+PASTED = "@@ pasted to the end"
+
+
+@pytest.mark.parametrize("block", SNIPPETS, ids=[b.where for b in SNIPPETS])
+def test_a_python_snippet_runs_when_pasted_into_python_m_asyncio(block: Block, shop: Path) -> None:
+    """The README invites pasting each snippet into ``python -m asyncio``: its console reads
+    a compound statement until a blank line, so a line after an indented block with no
+    blank line between is a SyntaxError there, though the file would compile."""
+    pasted = f"{block.text}\n\nprint({PASTED!r})\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncio"],
+        input=pasted,
+        cwd=shop,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    failed = "Traceback" in done.stderr or 'File "<console>"' in done.stderr
+    assert not failed, f"{block.where}, pasted into python -m asyncio:\n{done.stderr}"
+    assert PASTED in done.stdout, f"{block.where}:\n{done.stdout}\n{done.stderr}"
+
+
+def test_the_walkthrough_first_says_how_to_get_the_pivotal_command() -> None:
+    readme = README.read_text().splitlines()
+    start = next(n for n, line in enumerate(readme) if line == "## Your first catalogue")
+    before = "\n".join(readme[start : WALKTHROUGH.line - 1])
+    assert "`. .venv/bin/activate`" in before
+    assert "pip install -e /path/to/pivotal" in before
+
+
+APP_SPEC = re.compile(r'--app(?:\s+|", ")([\w.]+:\w+)')
+PLACEHOLDERS = {"module:attribute", "mypkg.app:app"}
+
+
+def test_every_app_the_readme_names_for_the_first_catalogue_loads(shop: Path) -> None:
+    named = set(APP_SPEC.findall(README.read_text()))
+    assert "shop:app" not in named  # the example module has create_app, not app
+    ours = named - PLACEHOLDERS
+    assert ours == {"shop:create_app"}, ours
+    load = "import sys; from pivotal import load_app; load_app(sys.argv[1])"
+    for spec in ours:
+        done = subprocess.run(
+            [sys.executable, "-c", load, spec],
+            cwd=shop,
+            env=env() | {"PYTHONPATH": "."},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, f"--app {spec}: {done.stderr}"
+
+
+def test_serve_and_mcp_are_among_the_commands_that_need_an_app() -> None:
+    readme = README.read_text()
+    start = readme.index("**Which app.**")
+    which = " ".join(readme[start : readme.index("\n\n", start)].split())
+    listed = which[which.index("Every command that writes") :]
+    for command in ("`serve`", "`mcp`", "`submit`", "`worker`", "`plan --submit/--run`"):
+        assert command in listed, command
+
+
+def test_the_chaos_table_abbreviations_are_explained() -> None:
+    readme = README.read_text()
+    for short, meaning in LEGEND.items():
+        assert f"| `{short}` | {meaning} |" in readme, short
 
 
 def commands(block: Block) -> Iterator[str]:

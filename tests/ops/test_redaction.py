@@ -157,7 +157,10 @@ def test_errors_never_print_the_ledger_password(
 ) -> None:
     result = invoke("--db", url, *command)
     assert result.exit_code != 0
-    assert "error [" in result.stderr
+    if "--json" in command:  # under --json the error is one JSON object
+        assert json.loads(result.stderr)["error"]
+    else:
+        assert "error [" in result.stderr
     assert_hidden(result, caplog)
 
 

@@ -96,6 +96,7 @@ def page(roles: frozenset[Role] | set[Role], *calls: Call, signs_out: bool = Fal
 # (method, path template) -> who may call it. Keep one row per route of the app.
 TABLE: dict[tuple[str, str], Row] = {
     # -- public -------------------------------------------------------------------------
+    ("GET", "/"): public("/"),  # a redirect to the pages
     ("GET", "/healthz"): public("/healthz"),
     ("GET", "/readyz"): public("/readyz"),
     ("GET", "/ui"): public("/ui"),  # a redirect to the queue, which needs a session
@@ -130,7 +131,11 @@ TABLE: dict[tuple[str, str], Row] = {
     ),
     ("POST", "/v1/sagas/{saga_id}/resume"): token({OPERATOR}, "/v1/sagas/nope/resume", WHY),
     ("POST", "/v1/sagas/{saga_id}/resolve"): token({OPERATOR}, "/v1/sagas/nope/resolve", WHY),
+    ("POST", "/v1/sagas/{saga_id}/abort"): token({OPERATOR}, "/v1/sagas/nope/abort", WHY),
+    ("POST", "/v1/sagas/{saga_id}/rerun"): token({OPERATOR}, "/v1/sagas/nope/rerun"),
+    ("GET", "/v1/sagas/{saga_id}/events"): token(READERS, "/v1/sagas/nope/events"),
     ("GET", "/v1/report"): token({OPERATOR, VIEWER}, "/v1/report"),
+    ("GET", "/v1/workers"): token(READERS, "/v1/workers"),
     # -- the pages, by session ------------------------------------------------------------
     ("POST", "/ui/logout"): page(READERS, Call("/ui/logout", {}), signs_out=True),
     ("GET", "/ui/approvals"): page(READERS, Call("/ui/approvals")),
@@ -143,6 +148,9 @@ TABLE: dict[tuple[str, str], Row] = {
     ),
     ("GET", "/ui/sagas"): page(READERS, Call("/ui/sagas")),
     ("GET", "/ui/sagas/{saga_id}"): page(READERS, Call("/ui/sagas/nope")),
+    ("GET", "/ui/sagas/{saga_id}/events.json"): page(READERS, Call("/ui/sagas/nope/events.json")),
+    ("POST", "/ui/sagas/{saga_id}/abort"): page({OPERATOR}, Call("/ui/sagas/nope/abort", WHY)),
+    ("POST", "/ui/sagas/{saga_id}/rerun"): page({OPERATOR}, Call("/ui/sagas/nope/rerun", {})),
     ("GET", "/ui/needs-human"): page(READERS, Call("/ui/needs-human")),
     ("POST", "/ui/sagas/{saga_id}/{action}"): page(
         {OPERATOR},
@@ -151,6 +159,7 @@ TABLE: dict[tuple[str, str], Row] = {
         Call("/ui/sagas/nope/explode", WHY),  # no such action: still the operators' to ask
     ),
     ("GET", "/ui/dead-letters"): page(READERS, Call("/ui/dead-letters")),
+    ("GET", "/ui/workers"): page(READERS, Call("/ui/workers")),
     ("POST", "/ui/dead-letters/{dead_letter_id}/{action}"): page(
         {OPERATOR},
         Call("/ui/dead-letters/7/retry", {}),

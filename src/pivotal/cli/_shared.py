@@ -4,6 +4,7 @@ plan, printing results and errors. Private to ``pivotal.cli``."""
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import math
 import os
@@ -12,6 +13,7 @@ import sys
 import traceback
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -34,7 +36,7 @@ from pivotal.errors import (
 from pivotal.observability.logs import LogFields
 from pivotal.observability.tracing import from_environment
 from pivotal.orchestrator import Orchestrator
-from pivotal.plan import DEFAULT_LIMITS
+from pivotal.plan import DEFAULT_LIMITS, ActorType, Plan
 from pivotal.plan_errors import PlanError
 from pivotal.redaction import redact, redact_url
 from pivotal.render import status_text
@@ -80,16 +82,46 @@ class AppRequired(AppLoadError):
     code = "app_required"
 
 
+# Whether the command line asked for JSON (``--json``): then an error is JSON too.
+JSON_ERRORS: ContextVar[bool] = ContextVar("pivotal_json_errors", default=False)
+
+
+def wants_json(args: Sequence[str]) -> bool:
+    """Whether ``--json`` is among the command line's options (before a ``--``)."""
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+    return False
+
+
+def _json_error(code: str, message: str, **extra: Any) -> None:
+    """One JSON object on stderr, on one line: ``{"error": code, "message": ...}``."""
+    body = {"error": code, "message": brief(redact(message), MESSAGE), **extra}
+    sys.stderr.write(json.dumps(body, default=str) + "\n")
+    sys.stderr.flush()
+
+
 def print_error(code: str, message: str) -> None:
     """``error [code]: message`` on stderr, on one line, with secrets (a URL's password,
-    a conninfo's ``password=``) redacted and control characters escaped."""
+    a conninfo's ``password=``) redacted and control characters escaped; under ``--json``
+    the same as one JSON object, ``{"error": code, "message": message}``, on stderr."""
+    if JSON_ERRORS.get():
+        _json_error(code, message)
+        return
     shown = printable(brief(redact(message), MESSAGE))
     err.print(Text.assemble(("error", "red"), f" [{printable(code)}]: {shown}"))
 
 
 def print_plan_errors(errors: Sequence[PlanError], outcome: str) -> None:
-    """Every error in a plan, one per line, after a line saying what happened."""
+    """Every error in a plan, one per line, after a line saying what happened (under
+    ``--json``: one JSON object, the plan's errors under ``errors``)."""
     count = f"{len(errors)} error" + ("" if len(errors) == 1 else "s")
+    if JSON_ERRORS.get():
+        listed = [e.to_dict() | {"message": brief(e.message, MESSAGE)} for e in errors]
+        _json_error("plan_rejected", f"the plan has {count}; {outcome}", errors=listed)
+        return
     print_error("plan_rejected", f"the plan has {count}; {outcome}")
     for e in errors:
         line = f"  [{e.code.value}] {e.where()}: {brief(e.message, MESSAGE)}"
@@ -162,9 +194,11 @@ class PivotalGroup(TyperGroup):
         windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
+        given = list(sys.argv[1:] if args is None else args)
+        as_json = JSON_ERRORS.set(wants_json(given))
         try:
             result = super().main(
-                args=args,
+                args=given,
                 prog_name=prog_name,
                 complete_var=complete_var,
                 standalone_mode=False,
@@ -174,6 +208,8 @@ class PivotalGroup(TyperGroup):
             status = result if isinstance(result, int) else 0
         except Exception as exc:
             status = report(exc)
+        finally:
+            JSON_ERRORS.reset(as_json)
         if not standalone_mode:
             return status
         sys.exit(status)
@@ -423,8 +459,46 @@ SagaIdOption = Annotated[str | None, typer.Option("--saga-id", help="Idempotent 
 Who = Annotated[
     str, typer.Option("--by", help="Who decides (recorded).", callback=bounded(MAX_NAME))
 ]
+SubmittedBy = Annotated[
+    str | None,
+    typer.Option(
+        "--by",
+        help="Who submits (recorded as the plan's proposer); by default the OS user.",
+        callback=bounded(MAX_NAME),
+    ),
+]
 Why = Annotated[str, typer.Option("--reason", help="Why (recorded).", callback=bounded(MAX_TEXT))]
 Note = Annotated[str, typer.Option("--note", help="Why (recorded).", callback=bounded(MAX_TEXT))]
+
+
+OS_USER_UNKNOWN = "cli"  # the proposer when the OS cannot say who runs the command
+
+
+def os_user() -> str:
+    """Who runs this command, as the OS says (``getpass.getuser``); ``cli`` when it cannot
+    tell (no login name in the environment, no password entry)."""
+    try:
+        name = getpass.getuser()
+    except Exception:  # OSError, KeyError (no pwd entry), ImportError: whatever it raises
+        return OS_USER_UNKNOWN
+    return name.strip()[:MAX_NAME] or OS_USER_UNKNOWN
+
+
+def submitted_by(plan: Plan, by: str | None) -> Plan:
+    """``plan`` with who submits it from the command line as its proposer: ``--by`` when
+    given (a person: actor type ``human``); else, when the plan does not name its proposer
+    itself, the OS user. Never the placeholder ``unknown``."""
+    given = plan.provenance.model_fields_set
+    if by is not None and by.strip():
+        update: dict[str, Any] = {"actor_id": by.strip(), "actor_type": ActorType.HUMAN}
+    elif "actor_id" not in given:
+        update = {"actor_id": os_user()}
+        if "actor_type" not in given:
+            update["actor_type"] = ActorType.HUMAN
+    else:
+        return plan
+    provenance = plan.provenance.model_copy(update=update)
+    return plan.model_copy(update={"provenance": provenance})
 
 
 def outcome(state: SagaState) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from pivotal.errors import InvalidInput, PivotalError
 from pivotal.outbox import Message
 from pivotal.redaction import redact
 from pivotal.relay import CallableSink, Relay, RelayReport, Settled, Sink
+from pivotal.render import FittedTable
 from pivotal.store import Store
 from pivotal.terminal import safe_text
 
@@ -69,14 +70,14 @@ def _when(at: float | None) -> str:
 
 
 def messages_table(items: list[Message]) -> Table:
-    table = Table(header_style="dim")
-    table.add_column("seq", justify="right")
-    table.add_column("id", no_wrap=True)
-    table.add_column("type", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("tries", justify="right")
-    table.add_column("due")
-    table.add_column("error")
+    table = FittedTable(header_style="dim")  # readable at 80 columns: the error folds
+    table.column("seq", "fixed", justify="right")
+    table.column("id", "id")
+    table.column("type", "text")
+    table.column("status", "fixed")
+    table.column("tries", "fixed", justify="right")
+    table.column("due", "date")
+    table.column("error", "text")
     for m in items:
         table.add_row(
             str(m.seq),
@@ -201,15 +202,22 @@ async def _sinks(
     allow_insecure: bool,
     callables: list[str],
     wait: float,
+    *,
+    flag: str = "--allow-insecure",
 ) -> AsyncIterator[list[Sink]]:
+    """The sinks; a refused webhook URL names ``flag``, this command's way around it."""
     sinks: list[Sink] = [_callable_sink(spec) for spec in callables]
     if webhook is None:
         yield sinks
         return
-    from pivotal.webhooks import WebhookSink
+    from pivotal.webhooks import UnsafeWebhookURL, WebhookSink
 
     assert secret is not None
-    async with WebhookSink(webhook, secret, allow_insecure=allow_insecure, timeout=wait) as hook:
+    try:
+        hook = WebhookSink(webhook, secret, allow_insecure=allow_insecure, timeout=wait)
+    except UnsafeWebhookURL as exc:  # the library names its argument; say the flag
+        raise exc.with_override(flag) from None
+    async with hook:
         yield [hook, *sinks]
 
 
@@ -312,6 +320,7 @@ class RelayOptions:
     allow_insecure: bool = False
     callables: tuple[str, ...] = ()
     timeout: float = 10.0
+    flag: str = "--relay-allow-insecure"  # the option that allows an insecure webhook
 
     @property
     def wanted(self) -> bool:
@@ -333,6 +342,7 @@ async def relay_beside(
         options.allow_insecure,
         list(options.callables),
         options.timeout,
+        flag=options.flag,
     ) as sinks:
         relay = Relay(
             store,

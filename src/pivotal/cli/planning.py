@@ -40,7 +40,7 @@ from pivotal.planning.shadow import ShadowReport, read_requests, run_shadow, sha
 from pivotal.planning.spec import SPECS, planner_from_spec
 from pivotal.planning.views import escalation_view, escalations_table, run_view, shadow_report_view
 from pivotal.render import status_text
-from pivotal.state import SagaState
+from pivotal.state import SagaState, SagaStatus
 from pivotal.store import count_rows
 from pivotal.terminal import safe_text
 
@@ -115,12 +115,23 @@ def plan_command(
     max_replans: MaxReplans = DEFAULT_MAX_REPLANS,
     source: Annotated[str | None, typer.Option("--source", help="Source document id.")] = None,
     submit: Annotated[
-        bool, typer.Option("--submit", help="Submit and run the accepted plan (or escalate).")
+        bool,
+        typer.Option(
+            "--submit",
+            help="Record the accepted plan as a saga, as `pivotal submit` does: a worker "
+            "runs it (or escalate).",
+        ),
+    ] = False,
+    run_now: Annotated[
+        bool,
+        typer.Option("--run", help="Record the accepted plan and run it in this process now."),
     ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Ask a planner for a plan, re-planning on validator errors; with --submit, run it."""
+    """Ask a planner for a plan, re-planning on validator errors; with --submit, record it
+    as a saga for a worker to run; with --run, record it and run it here."""
     settings = settings_of(ctx)
+    submit = submit or run_now
     fields: dict[str, Scalar] = {
         "order_id": order,
         "amount": amount,
@@ -146,11 +157,15 @@ def plan_command(
                     request, proposer, cat, max_replans=max_replans, facts=app.facts
                 )
                 return proposed, None
-        async with writing(settings, "plan --submit") as orch:
+        command = "plan --run" if run_now else "plan --submit"
+        async with writing(settings, command) as orch:
             request = build_request(text, _known(orch.app, given) | given, chosen, source)
             done = await plan_and_submit(request, proposer, orch, max_replans=max_replans)
-            state = await orch.run(done.saga_id) if done.saga_id else None
-            return done, state
+            if not done.saga_id:
+                return done, None
+            if run_now:
+                return done, await orch.run(done.saga_id)
+            return done, (await orch.get(done.saga_id)).state
 
     planned, state = run(work())
     if as_json:
@@ -176,13 +191,18 @@ def _print_run(planned: PlanningRun, state: SagaState | None) -> None:
     if state is not None:
         reason = safe_text(brief(state.reason or ""))
         out.print(f"saga {state.saga_id}:", status_text(state.status), reason)
+        if state.status is SagaStatus.SUBMITTED:
+            out.print("recorded: a worker runs it (pivotal worker)")
         if state.approval is not None:
             out.print(safe_text(f"waiting for approval: {brief(state.approval.reason)}"))
     elif planned.escalation_id is not None:
         eid = planned.escalation_id
         out.print(f"escalated as #{eid}: pivotal escalations show {eid}")
     elif planned.accepted:
-        out.print("dry run: nothing was submitted (add --submit to run it)")
+        out.print(
+            "dry run: nothing was submitted (--submit records it for a worker; --run also "
+            "runs it here)"
+        )
 
 
 def _escalation(escalation_id: int) -> int:

@@ -37,7 +37,7 @@ def options(
             "--app",
             envvar="PIVOTAL_APP",
             help="Your catalogues as module:attribute. Commands that only read, validate, "
-            "plan (without --submit) and demo default to the bundled commerce example.",
+            "plan (without --submit or --run) and demo default to the bundled commerce example.",
         ),
     ] = None,
     example_app: Annotated[
@@ -45,8 +45,8 @@ def options(
         typer.Option(
             "--example-app",
             help="Use the bundled commerce example, on purpose, in a command that writes to "
-            "the ledger (submit, execute, worker, sweep, the decisions, plan --submit, "
-            "shadow run); without it they need --app or PIVOTAL_APP.",
+            "the ledger (submit, execute, worker, sweep, the decisions, plan --submit/--run, "
+            "shadow run, serve, mcp); without it they need --app or PIVOTAL_APP.",
         ),
     ] = False,
     show_version: Annotated[

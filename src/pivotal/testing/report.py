@@ -36,6 +36,28 @@ SHORT = {
     Point.AFTER_UNDO_EFFECT.value: "undo-eff",
     Point.AWAITING_APPROVAL.value: "approval",
 }
+# What each column of the crash-point table means: its caption, and the README's legend.
+LEGEND = {
+    "none": "no crash",
+    "pre-int": "before a step's intent was committed",
+    "int": "after the intent was committed, before the action was called",
+    "effect": "after the action returned, before its result was recorded",
+    "pre-undo": "before an undo's intent was committed",
+    "undo-int": "after an undo's intent, before the undo was called",
+    "undo-eff": "after the undo returned, before its result was recorded",
+    "approval": "after the approval request was committed",
+}
+CELLS = (
+    "runs/failures: how many runs crashed at that point (none: did not crash), and how "
+    "many of them broke an invariant"
+)
+
+
+def legend() -> str:
+    """The crash-point table's caption: what a cell holds, then each column's abbreviation
+    on a line of its own."""
+    width = max(map(len, LEGEND))
+    return "\n".join([CELLS, *(f"{short:<{width}}  {what}" for short, what in LEGEND.items())])
 
 
 @dataclass
@@ -65,7 +87,11 @@ class ChaosReport:
     def table(self) -> Table:
         points = [NO_CRASH, *(p.value for p in Point)]
         table = Table(
-            title="pivotal chaos: runs/failures by crash point", header_style="dim", box=None
+            title="pivotal chaos: runs/failures by crash point",
+            caption=legend(),
+            caption_justify="left",
+            header_style="dim",
+            box=None,
         )
         table.add_column("mode", no_wrap=True)
         table.add_column("scenario", no_wrap=True)

@@ -47,7 +47,7 @@ def test_plan_with_rules_dry_run_then_submit(tmp_path) -> None:
     assert run["saga_status"] is None  # a dry run submits nothing
     assert run["plan"]["provenance"]["actor_type"] == "system"
 
-    code, out, _ = pivotal(tmp_path, "plan", TEXT, *fields, "--submit")
+    code, out, _ = pivotal(tmp_path, "plan", TEXT, *fields, "--run")
     assert code == 0, out
     assert "awaiting_approval" in out
     assert "exceeds the approval threshold 150" in out
@@ -64,7 +64,7 @@ def test_plan_with_rules_dry_run_then_submit(tmp_path) -> None:
 
 def test_the_order_system_fills_in_what_the_request_leaves_out(tmp_path) -> None:
     """Only the order id is given: amount, item and warehouse come from the order system."""
-    code, out, _ = pivotal(tmp_path, "plan", TEXT, "--order", "4471", "--submit", "--json")
+    code, out, _ = pivotal(tmp_path, "plan", TEXT, "--order", "4471", "--run", "--json")
     assert code == 0, out
     run = as_json(out)
     assert run["saga_status"] == "awaiting_approval"
@@ -162,7 +162,7 @@ def test_plan_with_an_openai_compatible_model_over_loopback(tmp_path, chat_serve
         "4471",
         "--planner",
         "openai:gpt-test",
-        "--submit",
+        "--run",
         "--json",
         env=env,
     )
@@ -174,6 +174,26 @@ def test_plan_with_an_openai_compatible_model_over_loopback(tmp_path, chat_serve
     assert run["plan"]["provenance"]["model"] == "gpt-test-2026-01-01"
     assert len(chat_server.seen) == 2
     assert chat_server.seen[0].headers["Authorization"] == "Bearer sk-t"
+
+
+def test_plan_submit_only_records_as_submit_does_and_run_runs_it_here(tmp_path) -> None:
+    """One meaning for one word: ``--submit`` records the saga (a worker runs it), as
+    ``pivotal submit`` does; ``--run`` records it and runs it in this process."""
+    code, out, err = pivotal(tmp_path, "plan", TEXT, "--order", "4471", "--submit", "--json")
+    assert code == 0, err
+    run = as_json(out)
+    assert run["saga_status"] == "submitted"
+    code, out, _ = pivotal(tmp_path, "sagas", "show", run["saga_id"], "--json")
+    shown = as_json(out)
+    assert shown["status"] == "submitted"
+    assert [s["status"] for s in shown["steps"]] == ["pending"] * len(shown["steps"])
+    code, out, _ = pivotal(tmp_path, "plan", TEXT, "--order", "4471", "--submit")
+    assert code == 0
+    assert "submitted" in out
+    assert "a worker runs it" in out
+    code, out, _ = pivotal(tmp_path, "worker", "--until-idle")
+    assert code == 0
+    assert "awaiting_approval" in out
 
 
 def test_a_model_planner_without_a_key_is_a_clear_error(tmp_path) -> None:

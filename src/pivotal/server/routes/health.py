@@ -1,5 +1,6 @@
-"""``/healthz`` (the process is up) and ``/readyz`` (the ledger answers, its schema is
-current). Neither needs a token."""
+"""``/healthz`` (the process is up), ``/readyz`` (the ledger answers, its schema is
+current), and ``/``, which leads a browser to the pages (``/ui``: the approver's queue, or
+the login page without a session). None needs a token."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 
 from pivotal.errors import SchemaMismatch, StoreError
 from pivotal.redaction import redact
@@ -16,6 +17,15 @@ from pivotal.server.errors import error_body, responses
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger("pivotal.server.health")
+
+
+PAGES = "/ui"  # the pages' home: the queue, or the login page without a session
+
+
+@router.get("/", include_in_schema=False)
+async def root() -> RedirectResponse:
+    """A person who opens the server's address lands on the pages."""
+    return RedirectResponse(PAGES, status_code=303, headers={"Cache-Control": "no-store"})
 
 
 @router.get("/healthz")
