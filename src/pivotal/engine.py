@@ -45,7 +45,7 @@ from pivotal.state import (
 )
 from pivotal.store.base import Store
 from pivotal.telemetry import Call, Observers, Telemetry
-from pivotal.validation import Checked, FactSource, Recheck, recheck
+from pivotal.validation import Checked, FactSource, Recheck, recheck_bounded
 
 _OUTCOME_REACHED = (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.UNKNOWN)
 _MAY_HAVE_EFFECT = (
@@ -599,7 +599,7 @@ class SagaRun:
         since = self._validated_at if self._validated_at is not None else self.state.created_at
         if first.index != pnr and not gated and now - since <= self.catalogue.recheck_after:
             return True
-        found = recheck(self.plan, self.catalogue, self._facts)
+        found = await recheck_bounded(self.plan, self.catalogue, self._facts)
         if found.verdict is Recheck.HOLDS:
             self._validated_at = now
             return True

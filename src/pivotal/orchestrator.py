@@ -59,7 +59,7 @@ from pivotal.store.planning_records import (
     PlanRequest,
 )
 from pivotal.telemetry import Observers, Telemetry
-from pivotal.validation import Checked, Recheck, checked, recheck
+from pivotal.validation import Checked, Recheck, checked, recheck_bounded
 
 _SAGA_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
@@ -574,7 +574,7 @@ class Orchestrator:
                 ),
             ]
         elif approve:
-            self._still_holds(stored)
+            await self._still_holds(stored)
             events = [
                 saga_run.event(
                     EventType.APPROVAL_GRANTED, approval.step, approver=approver, note=note
@@ -599,11 +599,12 @@ class Orchestrator:
         except (LeaseLost, SagaUnserved):  # a worker that serves it goes on (it was notified)
             return saga_run.state
 
-    def _still_holds(self, stored: StoredSaga) -> None:
+    async def _still_holds(self, stored: StoredSaga) -> None:
         """``StaleApproval`` unless the saga's plan still validates against fresh facts, as
         at submission (an approval of an order that changed since is not an approval of
         this plan); nothing is recorded either way."""
-        found = recheck(stored.plan, self.app.catalogue(stored.state.catalogue), self.app.facts)
+        catalogue = self.app.catalogue(stored.state.catalogue)
+        found = await recheck_bounded(stored.plan, catalogue, self.app.facts)
         if found.verdict is Recheck.CHANGED:
             raise StaleApproval(
                 f"saga {stored.state.saga_id} cannot be approved: the facts changed since "

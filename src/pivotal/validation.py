@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import json
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
 from typing import NamedTuple
 
@@ -27,6 +29,7 @@ __all__ = [
     "check_rules",
     "plan_context",
     "recheck",
+    "recheck_bounded",
     "validate",
 ]
 
@@ -266,6 +269,32 @@ def recheck(plan: Plan, catalogue: Catalogue, facts: FactSource | None) -> Reche
     if all(e.code in _BLIND for e in errors):
         return Rechecked(Recheck.CANNOT_TELL, errors)
     return Rechecked(Recheck.CHANGED, [e for e in errors if e.code not in _BLIND])
+
+
+# The app's facts callback is user code on the engine's path: it runs on threads of its own,
+# a few, so that callbacks that hang can neither stall the loop nor take every thread.
+_FACTS_THREADS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pivotal-facts")
+
+
+async def recheck_bounded(plan: Plan, catalogue: Catalogue, facts: FactSource | None) -> Rechecked:
+    """``recheck`` with the app's ``facts`` asked on a thread and bounded like a call of a
+    step without a timeout of its own (the catalogue's ``default_timeout``). Facts that do
+    not answer in time are ``CANNOT_TELL`` (a person is asked), never a pass; the callback's
+    thread is left to end on its own, and no later re-check waits for it."""
+    if facts is None:
+        return recheck(plan, catalogue, None)
+    limit = catalogue.default_timeout
+    loop = asyncio.get_running_loop()
+    asked = loop.run_in_executor(_FACTS_THREADS, recheck, plan, catalogue, facts)
+    try:
+        return await asyncio.wait_for(asked, limit)
+    except TimeoutError:
+        error = PlanError(
+            ErrorCode.FACTS_ERROR,
+            f"the trusted facts did not answer within {limit:g}s",
+            path="steps",
+        )
+        return Rechecked(Recheck.CANNOT_TELL, [error])
 
 
 def plan_context(plan: Plan, catalogue: Catalogue | None = None) -> dict[str, object]:

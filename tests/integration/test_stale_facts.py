@@ -138,6 +138,49 @@ async def test_an_approval_when_the_facts_cannot_be_read_is_refused(
     assert (await orchestrator.get("big")).state.status is SagaStatus.AWAITING_APPROVAL
 
 
+@pytest.fixture
+def hanging_facts(app, monkeypatch):
+    """The app's facts callback never answers (until the test ends); the catalogue bounds
+    its calls at 0.2 s, so a re-check gives up that soon."""
+    import threading
+
+    stuck = threading.Event()
+
+    def hangs(context: Mapping[str, object]) -> dict[str, object]:
+        stuck.wait(30)
+        return {}
+
+    def hang() -> None:
+        monkeypatch.setattr(app.catalogue("fulfilment"), "default_timeout", 0.2)
+        monkeypatch.setattr(app, "facts", hangs)
+
+    yield hang
+    stuck.set()
+
+
+async def test_facts_that_hang_at_the_recheck_go_to_a_person(
+    paused, orchestrator, services, hanging_facts
+) -> None:
+    await orchestrator.approve("big", "maria", run=False)
+    hanging_facts()
+
+    state = await orchestrator.run("big")
+
+    assert state.status is SagaStatus.NEEDS_HUMAN
+    assert "could not be re-checked" in (state.reason or "")
+    assert "the trusted facts did not answer within 0.2s" in (state.reason or "")
+    assert services.calls("capture") == []
+
+
+async def test_an_approval_when_the_facts_hang_is_refused(
+    paused, orchestrator, hanging_facts
+) -> None:
+    hanging_facts()
+    with pytest.raises(StaleApproval, match=r"did not answer within 0\.2s"):
+        await orchestrator.approve("big", "maria")
+    assert (await orchestrator.get("big")).state.status is SagaStatus.AWAITING_APPROVAL
+
+
 # -- a catalogue of its own ------------------------------------------------------------
 
 
