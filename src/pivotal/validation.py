@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import json
+import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
 from typing import NamedTuple
 
@@ -271,9 +272,10 @@ def recheck(plan: Plan, catalogue: Catalogue, facts: FactSource | None) -> Reche
     return Rechecked(Recheck.CHANGED, [e for e in errors if e.code not in _BLIND])
 
 
-# The app's facts callback is user code on the engine's path: it runs on threads of its own,
-# a few, so that callbacks that hang can neither stall the loop nor take every thread.
-_FACTS_THREADS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pivotal-facts")
+# The app's facts callback is user code on the engine's path: it runs on a thread of its
+# own, a daemon (one that never answers must not keep the process from exiting), and at
+# most a few at once, so that callbacks that hang cannot take every thread.
+_FACTS_THREADS = threading.BoundedSemaphore(4)
 
 
 async def recheck_bounded(plan: Plan, catalogue: Catalogue, facts: FactSource | None) -> Rechecked:
@@ -284,17 +286,33 @@ async def recheck_bounded(plan: Plan, catalogue: Catalogue, facts: FactSource | 
     if facts is None:
         return recheck(plan, catalogue, None)
     limit = catalogue.default_timeout
+    if not _FACTS_THREADS.acquire(blocking=False):
+        return _blind("earlier calls of the trusted facts have not answered yet")
     loop = asyncio.get_running_loop()
-    asked = loop.run_in_executor(_FACTS_THREADS, recheck, plan, catalogue, facts)
+    answer: asyncio.Future[Rechecked] = loop.create_future()
+
+    def ask() -> None:
+        try:
+            found = recheck(plan, catalogue, facts)  # contains what the callback raises
+        finally:
+            _FACTS_THREADS.release()
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+            loop.call_soon_threadsafe(_answer, answer, found)
+
+    threading.Thread(target=ask, name="pivotal-facts", daemon=True).start()
     try:
-        return await asyncio.wait_for(asked, limit)
+        return await asyncio.wait_for(answer, limit)
     except TimeoutError:
-        error = PlanError(
-            ErrorCode.FACTS_ERROR,
-            f"the trusted facts did not answer within {limit:g}s",
-            path="steps",
-        )
-        return Rechecked(Recheck.CANNOT_TELL, [error])
+        return _blind(f"the trusted facts did not answer within {limit:g}s")
+
+
+def _answer(answer: asyncio.Future[Rechecked], found: Rechecked) -> None:
+    if not answer.done():  # not given up on
+        answer.set_result(found)
+
+
+def _blind(why: str) -> Rechecked:
+    return Rechecked(Recheck.CANNOT_TELL, [PlanError(ErrorCode.FACTS_ERROR, why, path="steps")])
 
 
 def plan_context(plan: Plan, catalogue: Catalogue | None = None) -> dict[str, object]:
