@@ -47,7 +47,13 @@ class App:
         """Facts from trusted systems about a request (an order's amount, its customer's
         tier), keyed like the request's structured context. Planning fills the fields a
         request leaves out with them; request text never overrides them silently.
-        Override it in your app; the default knows nothing."""
+        Override it in your app; the default knows nothing.
+
+        When a running saga is re-checked (before its point of no return, before an
+        approval is recorded, on the approval page) it is asked on a thread of its own and
+        bounded by the catalogue's ``default_timeout``: it must be safe to call from a
+        thread other than the event loop's (its own database connection, say), and facts
+        that do not answer in time count as facts that cannot be read."""
         return {}
 
     def __iter__(self) -> Iterator[Catalogue]:

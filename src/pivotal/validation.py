@@ -9,7 +9,7 @@ import json
 import threading
 from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -29,6 +29,8 @@ __all__ = [
     "Rechecked",
     "check_rules",
     "plan_context",
+    "FactsUnanswered",
+    "on_facts_thread",
     "recheck",
     "recheck_bounded",
     "validate",
@@ -278,6 +280,43 @@ def recheck(plan: Plan, catalogue: Catalogue, facts: FactSource | None) -> Reche
 _FACTS_THREADS = threading.BoundedSemaphore(4)
 
 
+T = TypeVar("T")
+
+
+class FactsUnanswered(Exception):
+    """The facts callback did not answer in time, or no thread was free to ask it."""
+
+
+async def on_facts_thread(ask: Callable[[], T], limit: float) -> T:
+    """``ask()`` (a call of the app's facts, contained by the caller) on a facts thread,
+    bounded by ``limit`` seconds; ``FactsUnanswered`` when it did not answer in time, or
+    when earlier calls still hang on every thread. The thread of a call given up on is
+    left to end on its own."""
+    if not _FACTS_THREADS.acquire(blocking=False):
+        raise FactsUnanswered("earlier calls of the trusted facts have not answered yet")
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[T] = loop.create_future()
+
+    def run() -> None:
+        try:
+            found = ask()
+        finally:
+            _FACTS_THREADS.release()
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+            loop.call_soon_threadsafe(_answer, answer, found)
+
+    threading.Thread(target=run, name="pivotal-facts", daemon=True).start()
+    try:
+        return await asyncio.wait_for(answer, limit)
+    except TimeoutError:
+        raise FactsUnanswered(f"the trusted facts did not answer within {limit:g}s") from None
+
+
+def _answer(answer: asyncio.Future[T], found: T) -> None:
+    if not answer.done():  # not given up on
+        answer.set_result(found)
+
+
 async def recheck_bounded(plan: Plan, catalogue: Catalogue, facts: FactSource | None) -> Rechecked:
     """``recheck`` with the app's ``facts`` asked on a thread and bounded like a call of a
     step without a timeout of its own (the catalogue's ``default_timeout``). Facts that do
@@ -285,30 +324,12 @@ async def recheck_bounded(plan: Plan, catalogue: Catalogue, facts: FactSource | 
     thread is left to end on its own, and no later re-check waits for it."""
     if facts is None:
         return recheck(plan, catalogue, None)
-    limit = catalogue.default_timeout
-    if not _FACTS_THREADS.acquire(blocking=False):
-        return _blind("earlier calls of the trusted facts have not answered yet")
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[Rechecked] = loop.create_future()
-
-    def ask() -> None:
-        try:
-            found = recheck(plan, catalogue, facts)  # contains what the callback raises
-        finally:
-            _FACTS_THREADS.release()
-        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
-            loop.call_soon_threadsafe(_answer, answer, found)
-
-    threading.Thread(target=ask, name="pivotal-facts", daemon=True).start()
     try:
-        return await asyncio.wait_for(answer, limit)
-    except TimeoutError:
-        return _blind(f"the trusted facts did not answer within {limit:g}s")
-
-
-def _answer(answer: asyncio.Future[Rechecked], found: Rechecked) -> None:
-    if not answer.done():  # not given up on
-        answer.set_result(found)
+        return await on_facts_thread(
+            lambda: recheck(plan, catalogue, facts), catalogue.default_timeout
+        )
+    except FactsUnanswered as exc:
+        return _blind(str(exc))
 
 
 def _blind(why: str) -> Rechecked:

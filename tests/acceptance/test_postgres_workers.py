@@ -80,6 +80,17 @@ def statuses(url: str) -> dict[str, int]:
     return {str(s): int(n) for s, n in rows}
 
 
+def not_at_rest(url: str) -> list[tuple[str, str, str | None, str | None]]:
+    """(saga, status, reason, approval reason) of each saga not at rest, to say why."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT s.saga_id, s.status, s.reason, a.reason FROM sagas s "
+            "LEFT JOIN approvals a ON a.saga_id = s.saga_id WHERE s.status <> ALL(%s)",
+            (sorted(RESTING),),
+        ).fetchall()
+    return [(str(a), str(b), c, d) for a, b, c, d in rows]
+
+
 def leases_held(url: str, owner: str) -> dict[str, int]:
     """saga id -> lease epoch of every saga ``owner`` holds."""
     with psycopg.connect(url, autocommit=True) as conn:
@@ -205,7 +216,9 @@ def test_four_workers_survive_a_kill_a_freeze_and_lost_connections(
                 break
             time.sleep(0.5)
         else:
-            pytest.fail(f"sagas did not come to rest: {statuses(postgres_url)}")
+            pytest.fail(
+                f"sagas did not come to rest: {statuses(postgres_url)}; {not_at_rest(postgres_url)}"
+            )
     finally:
         for proc in workers.values():
             if proc.poll() is None:

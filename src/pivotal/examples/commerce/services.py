@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -101,6 +102,8 @@ class CommerceServices:
         if "expired" not in effects:  # a state file from before idempotency records expired
             self.db.execute("ALTER TABLE effects ADD COLUMN expired INTEGER NOT NULL DEFAULT 0")
         self.faults.bind(self.db)
+        self._owner = threading.current_thread()
+        self._readers = threading.local()  # a connection per other thread (a file's state)
 
     def close(self) -> None:
         self.db.close()
@@ -127,9 +130,7 @@ class CommerceServices:
         """What the order system knows about an order: its customer, tier, status, currency
         (EUR unless its details say), lines (``[{sku, quantity}]``; an order whose details
         name one ``sku`` has that line, of ``quantity`` or 1) and its other details."""
-        row = self.db.execute(
-            "SELECT customer, tier, status, details FROM orders WHERE order_id = ?", (order_id,)
-        ).fetchone()
+        row = self._order_row(order_id)
         if row is None:
             return {}
         details: dict[str, Any] = json.loads(row[3] or "{}")
@@ -138,6 +139,23 @@ class CommerceServices:
             lines = [{"sku": details["sku"], "quantity": details.get("quantity", 1)}]
         facts = {"customer": row[0], "customer_tier": row[1], "order_status": row[2]}
         return facts | {"currency": "EUR"} | details | {"lines": lines or []}
+
+    def _order_row(self, order_id: str) -> Any:
+        """The order's row, read on a connection of the calling thread's own: the order
+        system is asked for facts from another thread than the providers' calls (Pivotal
+        bounds the facts callback on a thread), and one SQLite connection must not serve
+        both at once (another process's write between this read's start and a write of
+        the same connection fails it at once). An in-memory state has one connection, and
+        no other process."""
+        query = "SELECT customer, tier, status, details FROM orders WHERE order_id = ?"
+        if self.path == ":memory:" or threading.current_thread() is self._owner:
+            return self.db.execute(query, (order_id,)).fetchone()
+        reader = getattr(self._readers, "db", None)
+        if reader is None:
+            reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            reader.execute("PRAGMA busy_timeout = 10000")
+            self._readers.db = reader
+        return reader.execute(query, (order_id,)).fetchone()
 
     def set_order_status(self, order_id: str, status: str) -> None:
         self.db.execute("UPDATE orders SET status = ? WHERE order_id = ?", (status, order_id))
