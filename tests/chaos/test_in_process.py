@@ -236,7 +236,10 @@ def run_schedule(
     report.add(mode, result)
     Chaos.assert_clean([result])
     if interloper is not None and interloper.fired and not interloper.expire:
-        assert interloper.outcome == "refused", f"{interloper}: {interloper.outcome}"
+        # a lease held all along refuses the second process; one given up meanwhile (a
+        # parallel sibling's failed commit ended the pass) or run out lets it in
+        wanted = {"took over", "refused"} if interloper.lapsed else {"refused"}
+        assert interloper.outcome in wanted, f"{interloper}: {interloper.outcome}"
     return result
 
 

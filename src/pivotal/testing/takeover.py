@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pivotal.catalogue import StepContext
 from pivotal.clock import FakeClock
 from pivotal.errors import LeaseLost, StoreError
+from pivotal.lease import Lease
 from pivotal.orchestrator import Orchestrator
 from pivotal.testing.chaos import LEASE_TTL, until_quiet
 from pivotal.testing.inflight import CURRENT, Process, running_as
@@ -40,11 +41,13 @@ class Takeover:
     heartbeat: bool = False  # the first process's heartbeat runs before it resumes
     fired: bool = False
     outcome: str = ""  # what the second process did: "took over", "refused", "failed: ..."
+    lapsed: bool = False  # a lease meant to be valid was given up or ran out meanwhile
+    _lease: Lease | None = field(default=None, repr=False)  # the first's, when it came
     _seen: int = field(default=0, repr=False)
 
     def __str__(self) -> str:
         what = "undo" if self.undo else "action"
-        how = "expired" if self.expire else "valid"
+        how = "expired" if self.expire else "lapsed" if self.lapsed else "valid"
         beat = "+heartbeat" if self.heartbeat else ""
         return f"takeover:{what}:{self.index}:{self.occurrence}:{how}{beat}"
 
@@ -62,6 +65,7 @@ class Takeover:
         clock = fake_of(first.clock)
         if clock is None:
             raise TypeError("a takeover needs the run's FakeClock")
+        self._lease = first.leases.held.get(ctx.saga_id)
         second = Orchestrator(
             first.store,
             first.app,
@@ -84,6 +88,19 @@ class Takeover:
             await first.leases.beat()  # finds the lease taken: cancels the first's work
             await asyncio.sleep(0)
 
+    def _still_held(self, me: Process, clock: FakeClock, saga_id: str) -> bool:
+        """Whether the first process held, all along, the lease it held when the second
+        came: other faults of the schedule may have ended its pass meanwhile (a failed
+        commit in a parallel sibling releases the lease) or moved the clock past it (retry
+        waits, stalls): then a second process may rightly take the saga over."""
+        lease = me.orchestrator.leases.held.get(saga_id)
+        return (
+            lease is not None
+            and lease is self._lease
+            and not (lease.released or lease.lost)
+            and clock.now() < lease.expires
+        )
+
     async def _second(
         self, me: Process, second: Orchestrator, clock: FakeClock, saga_id: str
     ) -> None:
@@ -96,6 +113,7 @@ class Takeover:
             try:
                 await until_quiet(second, clock, saga_id, approve=me.approve)
                 self.outcome = "took over"
+                self.lapsed = not self.expire and not self._still_held(me, clock, saga_id)
             except LeaseLost:
                 self.outcome = "refused"
             except StoreError as exc:  # an injected ledger fault: the second one 'crashed'
