@@ -14,18 +14,15 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(BIN)/pivotal demo
 
-# The approver's web page over the demo's ledger (saga demo-9 waits for a decision).
+# The approver's web page over the demo's ledger (saga demo-9 waits for a decision), with a
+# worker that runs a saga once it is decided: `pivotal dev` prints the login URL and a token.
 DEMO_DIR ?= pivotal-demo
 DEMO_DB := sqlite:///$(DEMO_DIR)/pivotal.db
 PORT ?= 8000
 serve: $(VENV)/.installed
 	@test -f $(DEMO_DIR)/pivotal.db || $(BIN)/pivotal demo --out $(DEMO_DIR) > /dev/null
-	@token=$$($(BIN)/pivotal --db $(DEMO_DB) tokens create --name demo-approver --role approver --same-person --json \
-		| $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["token"])') && \
-	echo "Open http://127.0.0.1:$(PORT)/ui/login and paste the approver token:" && \
-	echo "  $$token" && \
-	PIVOTAL_COMMERCE_STATE=$(DEMO_DIR)/commerce.db \
-		$(BIN)/pivotal --db $(DEMO_DB) --example-app serve --port $(PORT)
+	@PIVOTAL_COMMERCE_STATE=$(DEMO_DIR)/commerce.db \
+		$(BIN)/pivotal dev --db $(DEMO_DB) --example-app --port $(PORT)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check src tests bench examples
@@ -46,8 +43,12 @@ chaos-soak: $(VENV)/.installed
 chaos-sigstop: $(VENV)/.installed
 	PIVOTAL_CHAOS_SOAK=1 $(BIN)/pytest -p no:randomly tests/chaos/test_sigkill.py::test_sigstop_at_every_site
 
+# bench/saga_search.py fills a SQLite ledger with this many sagas (about a minute for 1M)
+SEARCH_SAGAS ?= 1000000
+
 bench: $(VENV)/.installed
 	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/saga_search.py --sagas $(SEARCH_SAGAS)
 
 # Pivotal (this working tree, .venv) against DBOS and agent-saga, each in its own pinned
 # virtual environment under .bench/. QUICK=1: one short round. POSTGRES=1: PostgreSQL too

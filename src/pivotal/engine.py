@@ -45,6 +45,7 @@ from pivotal.state import (
 )
 from pivotal.store.base import Store
 from pivotal.telemetry import Call, Observers, Telemetry
+from pivotal.tracebacks import from_exception
 from pivotal.validation import Checked, FactSource, Recheck, recheck_bounded
 
 _OUTCOME_REACHED = (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.UNKNOWN)
@@ -64,6 +65,27 @@ _UNDO_SETTLED = (
 _UNDO_ENDED = (UndoStatus.DONE, UndoStatus.PARTIAL, UndoStatus.LAPSED, UndoStatus.RESOLVED)
 _UNDO_OPEN = (UndoStatus.STARTED, UndoStatus.RETRY_WAIT, UndoStatus.DEAD_LETTERED)
 _MAX_RELOADS = 5  # version conflicts (a decision written meanwhile) one pass absorbs
+# the events that record a failed call: each carries the call's ``trace`` (``tracebacks``)
+_TRACED = frozenset(
+    {
+        EventType.STEP_RETRY_SCHEDULED,
+        EventType.STEP_FAILED,
+        EventType.STEP_UNKNOWN,
+        EventType.UNDO_RETRY_SCHEDULED,
+        EventType.UNDO_DEAD_LETTERED,
+    }
+)
+_UNDOING = frozenset(
+    {
+        EventType.UNDO_STARTED,
+        EventType.UNDO_SUCCEEDED,
+        EventType.UNDO_PARTIAL,
+        EventType.UNDO_LAPSED,
+        EventType.UNDO_RETRY_SCHEDULED,
+        EventType.UNDO_DEAD_LETTERED,
+        EventType.DEAD_LETTER_RESOLVED,
+    }
+)
 _NOTE_LIMIT = 2000
 
 
@@ -207,6 +229,7 @@ class SagaRun:
         "_parsed",
         "_pending",
         "_raw_args",
+        "_traces",
         "_validated_at",
         "catalogue",
         "clock",
@@ -267,6 +290,9 @@ class SagaRun:
         # when this process last validated the plan (None: not in this pass; the saga's
         # creation is the last time known)
         self._validated_at: float | None = clock.now() if checked is not None else None
+        # the trace of what a step's last call raised, by (step, undo?), until the next
+        # event about that step: the one recording the failure carries it
+        self._traces: dict[tuple[int, bool], list[dict[str, Any]] | None] = {}
 
     # -- ledger writes ------------------------------------------------------------------
 
@@ -277,6 +303,10 @@ class SagaRun:
         attempt: int | None = None,
         **data: Any,
     ) -> Event:
+        if self._traces and step is not None:
+            trace = self._traces.pop((step, type in _UNDOING), None)
+            if trace and type in _TRACED:
+                data["trace"] = trace
         return Event(type=type, at=self.clock.now(), step=step, attempt=attempt, data=data)
 
     async def emit(self, *events: Event, defer: bool = False) -> None:
@@ -820,6 +850,7 @@ class SagaRun:
                     abandoned = isinstance(exc, Abandoned)
                     outcome = classify(exc, step.retry_on, step.no_effect_on)
                     error = describe(exc)
+                    self._traces[index, False] = from_exception(exc)
                     call.outcome = _outcome_name(exc, outcome)
                 else:
                     call.outcome = "succeeded"
@@ -1067,6 +1098,7 @@ class SagaRun:
             except Exception as exc:
                 outcome = classify(exc, step.retry_on, step.no_effect_on)
                 call.outcome = _outcome_name(exc, outcome)
+                self._traces[index, False] = from_exception(exc)
                 # even a refusal proves nothing here (a provider may refuse a key it has
                 # applied): the undo, by the key, looks for the effect itself
                 doubt = (
@@ -1185,6 +1217,7 @@ class SagaRun:
             except Exception as exc:
                 outcome = classify(exc, step.retry_on, step.no_effect_on)
                 call.outcome = _outcome_name(exc, outcome)
+                self._traces[index, True] = from_exception(exc)
                 return outcome, describe(exc), isinstance(exc, Abandoned)
             call.outcome = "succeeded"
         await self._hook(Point.AFTER_UNDO_EFFECT, index)

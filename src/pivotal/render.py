@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from rich.cells import cell_len
@@ -16,6 +18,7 @@ from pivotal.plan import Provenance
 from pivotal.state import Event, EventType, SagaState, SagaStatus
 from pivotal.store.base import DeadLetter, PendingApproval, SagaSummary
 from pivotal.terminal import safe_text
+from pivotal.tracebacks import lines as trace_lines
 
 STATUS_STYLE = {
     SagaStatus.COMPLETED: "bold green",
@@ -132,11 +135,27 @@ def status_text(status: SagaStatus) -> Text:
     return Text(status.value, style=STATUS_STYLE.get(status, "bold"))
 
 
+def clock_time(ts: float) -> str:
+    """The time of day of ``ts``, in UTC: ``12:00:05 UTC``."""
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%H:%M:%S UTC")
+
+
+_RETRIES = (EventType.STEP_RETRY_SCHEDULED, EventType.UNDO_RETRY_SCHEDULED)
+
+
+def _next_attempt(event: Event) -> str:
+    """When a scheduled retry is due: ``; next attempt at 12:00:05 UTC (in 2.0s)``."""
+    due = event.data.get("next_attempt_at")
+    if event.type not in _RETRIES or not isinstance(due, int | float):
+        return ""
+    return f"; next attempt at {clock_time(due)} (in {max(due - event.at, 0.0):.1f}s)"
+
+
 def _detail(event: Event) -> str:
     d = event.data
     for field in ("error", "reason"):
         if d.get(field):
-            return str(d[field])
+            return str(d[field]) + _next_attempt(event)
     if event.type is EventType.STEP_SUCCEEDED:
         via = " (found by lookup)" if d.get("via") == "lookup" else ""
         return f"{_short(d.get('result'))}{via}"
@@ -156,13 +175,89 @@ def _detail(event: Event) -> str:
     return ""
 
 
+def as_json(value: Any) -> str:
+    """A value as one line of JSON (``{"a": 1}``), never a Python repr; text as it is."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, sort_keys=True, default=str)  # \u202e stays escaped
+    except (TypeError, ValueError):  # keys that do not sort, a cycle: still shown
+        return str(value)
+
+
 def _short(value: Any, limit: int = 60) -> str:
-    text = "" if value is None else str(value)
+    text = as_json(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def timeline(state: SagaState, events: Sequence[Event]) -> Table:
-    """One row per event, time relative to the first."""
+_STARTS = {
+    EventType.STEP_STARTED: EventType.STEP_RETRY_SCHEDULED,
+    EventType.UNDO_STARTED: EventType.UNDO_RETRY_SCHEDULED,
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a timeline: an event, or a run of failed attempts of one step (each
+    attempt's ``*_started`` and ``*_retry_scheduled``, in ``attempts``) shown as its last."""
+
+    event: Event  # what the row shows: the event, or the run's last retry
+    attempts: tuple[Event, ...] = ()  # the run's events, oldest first; () for one event
+
+    @property
+    def first(self) -> Event:
+        return self.attempts[0] if self.attempts else self.event
+
+    @property
+    def tries(self) -> str:
+        if self.attempts:
+            return f"{self.attempts[0].attempt}-{self.event.attempt}"
+        return "" if self.event.attempt is None else str(self.event.attempt)
+
+    @property
+    def detail(self) -> str:
+        if self.attempts:
+            return f"{len(self.attempts) // 2} attempts, last: {_detail(self.event)}"
+        return _detail(self.event)
+
+
+def _retried(events: Sequence[Event], i: int, head: Event) -> bool:
+    """Whether events ``i`` and ``i + 1`` are an attempt of ``head``'s step that failed and
+    was scheduled again."""
+    if i + 1 >= len(events):
+        return False
+    started, retry = events[i], events[i + 1]
+    return (
+        started.type is head.type
+        and retry.type is _STARTS.get(started.type)
+        and started.step == retry.step == head.step
+        and started.attempt == retry.attempt
+    )
+
+
+def timeline_rows(events: Sequence[Event]) -> list[Row]:
+    """The events as timeline rows: two or more attempts of one step in a row, each started
+    and scheduled again, become one row (the events themselves are untouched)."""
+    rows: list[Row] = []
+    i = 0
+    while i < len(events):
+        head, end = events[i], i
+        while _retried(events, end, head):
+            end += 2
+        if end - i >= 4:
+            rows.append(Row(events[end - 1], tuple(events[i:end])))
+            i = end
+        else:
+            rows.append(Row(head))
+            i += 1
+    return rows
+
+
+def timeline(state: SagaState, events: Sequence[Event], *, verbose: bool = False) -> Table:
+    """One row per event, time relative to the first; repeated failed attempts of a step
+    are one row. ``verbose``: every event its own row, a failed call's trace below it."""
     table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
     for col, justify in (
         ("+ms", "right"),
@@ -173,15 +268,20 @@ def timeline(state: SagaState, events: Sequence[Event]) -> Table:
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     start = events[0].at if events else 0.0
-    for e in events:
+    rows = [Row(e) for e in events] if verbose else timeline_rows(events)
+    for row in rows:
+        e = row.event
         name = state.steps[e.step].name if e.step is not None else ""
         table.add_row(
-            f"{(e.at - start) * 1000:.0f}",
+            f"{(row.first.at - start) * 1000:.0f}",
             Text(e.type.value, style=EVENT_STYLE.get(e.type, "")),
             safe_text(name),
-            "" if e.attempt is None else str(e.attempt),
-            safe_text(_detail(e)),
+            row.tries,
+            safe_text(row.detail),
         )
+        shown = trace_lines(e.data.get("trace")) if verbose else []
+        if shown:
+            table.add_row("", "", "", "", safe_text("\n".join(shown), "dim", newlines=True))
     return table
 
 
@@ -227,10 +327,11 @@ def saga_view(
     rationale: str,
     *,
     last_error: str | None = None,
+    verbose: bool = False,
 ) -> Group:
     """A saga as an operator reads it; ``last_error``: why its last pass ended without
     progress, or why a worker gave it back unrun (it cannot serve it), as the ledger keeps
-    it until the saga moves on."""
+    it until the saga moves on. ``verbose``: every event, and each failed call's trace."""
     head = Table.grid(padding=(0, 2))
     head.add_row("saga", safe_text(state.saga_id, "bold"))
     digest = catalogue_digest_of(events)
@@ -254,7 +355,12 @@ def saga_view(
     return Group(
         Panel(head, expand=False),
         steps_table(state, events),
-        Panel(timeline(state, events), title="events", title_align="left", expand=False),
+        Panel(
+            timeline(state, events, verbose=verbose),
+            title="events",
+            title_align="left",
+            expand=False,
+        ),
     )
 
 

@@ -10,7 +10,6 @@ cut a list short the report says so (``truncated``), never silently.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pivotal import moments
 from pivotal.engine import point_of_no_return
 from pivotal.errors import InvalidInput
 from pivotal.orchestrator import ROLLOUT_BATCH
@@ -30,8 +30,6 @@ from pivotal.store.planning_records import Escalation, PlanningMode, PlanningRun
 
 REVIEWED = (SagaStatus.COMPENSATED, SagaStatus.COMPENSATION_FAILED, SagaStatus.NEEDS_HUMAN)
 DEFAULT_LIMIT = 10_000  # rows read per list (sagas of each status, runs of each mode, ...)
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
-_DURATION = re.compile(r"^\s*(\d{1,6})\s*([smhdw])\s*$")
 _FAILED_STEP = re.compile(r"\(step (\d+)\) (?:failed|unknown):")
 _VALIDATOR_CODES = frozenset(c.value for c in ErrorCode)
 
@@ -43,20 +41,11 @@ class InvalidPeriod(InvalidInput):
 
 
 def parse_moment(text: str, now: float) -> float:
-    """A point in time: a duration back from ``now`` (``7d``, ``24h``, ``30m``, ``45s``,
-    ``2w``) or an ISO date or date-time (UTC unless it names its offset)."""
-    found = _DURATION.match(text)
-    if found:
-        return now - int(found[1]) * _UNITS[found[2]]
+    """A point in time (see ``pivotal.moments``); ``InvalidPeriod`` when it is none."""
     try:
-        moment = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise InvalidPeriod(
-            f"{text[:64]!r} is neither a duration (7d, 24h, 30m) nor an ISO date (2026-11-01)"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment.timestamp()
+        return moments.parse_moment(text, now)
+    except moments.BadMoment as exc:
+        raise InvalidPeriod(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,11 +8,12 @@ import functools
 import logging
 import os
 import socket
+import time
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
-from typing import TypeVar
+from typing import TypeGuard, TypeVar
 
 from pivotal.clock import synced
 from pivotal.engine import RunOptions
@@ -21,8 +22,11 @@ from pivotal.hooks import Hook
 from pivotal.lease import Lease
 from pivotal.observability.logs import saga_fields
 from pivotal.orchestrator import Orchestrator
-from pivotal.state import ApprovalStatus, SagaStatus
+from pivotal.redaction import redact
+from pivotal.state import ApprovalStatus, Event, EventType, SagaState, SagaStatus
 from pivotal.store.base import WorkerInfo
+from pivotal.telemetry import Observers, Telemetry
+from pivotal.tracebacks import last_frame
 
 log = logging.getLogger("pivotal.worker")
 T = TypeVar("T")
@@ -114,6 +118,71 @@ class WorkerStats:
     swept: Counter[str] = field(default_factory=Counter)  # what the sweeps did, in totals
 
 
+# what a failed attempt led to, as a worker's log line says it
+_FAILED_ATTEMPTS = {
+    EventType.STEP_RETRY_SCHEDULED: "failed; next attempt at {due}",
+    EventType.STEP_FAILED: "failed",
+    EventType.STEP_UNKNOWN: "failed; its outcome is unknown",
+    EventType.UNDO_RETRY_SCHEDULED: "failed; next attempt at {due}",
+    EventType.UNDO_DEAD_LETTERED: "failed; dead-lettered",
+}
+
+
+class FailedAttempts(Telemetry):
+    """One INFO line per failed attempt of a step or an undo, once the ledger has it: the
+    step, the attempt, the error (redacted) and where the user's code raised it."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+
+    def committed(
+        self, before: SagaState | None, after: SagaState, events: Sequence[Event]
+    ) -> None:
+        for e in events:
+            said = _FAILED_ATTEMPTS.get(e.type)
+            if said is None or e.step is None or e.step >= len(after.steps):
+                continue
+            name = after.steps[e.step].name
+            undo = e.type in (EventType.UNDO_RETRY_SCHEDULED, EventType.UNDO_DEAD_LETTERED)
+            what = f"undo of {name}" if undo else name
+            due = e.data.get("next_attempt_at")
+            when = f"{_clock(due)} (in {max(due - e.at, 0.0):.1f}s)" if _number(due) else "?"
+            said = said.format(due=when)
+            error = redact(str(e.data.get("error") or ""))[:300]
+            frame = last_frame(e.data.get("trace"))
+            at = f" (at {frame})" if frame else ""
+            attempt = "" if e.attempt is None else f" attempt {e.attempt}"
+            log.info(
+                "%s: saga %s: %s%s %s: %s%s",
+                self.owner,
+                after.saga_id,
+                what,
+                attempt,
+                said,
+                error,
+                at,
+                extra={
+                    "step": name,
+                    "attempt": e.attempt,
+                    "fields": {
+                        "event": e.type.value,
+                        "undo": undo,
+                        "error": error,
+                        "frame": frame,
+                        "next_attempt_at": due,
+                    },
+                },
+            )
+
+
+def _clock(ts: float) -> str:
+    return time.strftime("%H:%M:%S UTC", time.gmtime(ts))
+
+
+def _number(value: object) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 class Sweeper:
     """Frees expired leases, expires approvals past their deadline, retries dead letters."""
 
@@ -187,6 +256,9 @@ class Worker:
         self._started = False  # its start is recorded in the ledger (its name is its own)
         self.abandoned: list[str] = []  # sagas whose passes were cancelled when it stopped
         self.sweeper = Sweeper(orchestrator)
+        observers = orchestrator.telemetry.observers
+        if not any(isinstance(o, FailedAttempts) for o in observers):  # log each failed attempt
+            orchestrator.telemetry = Observers([*observers, FailedAttempts(self.owner)])
 
     @property
     def owner(self) -> str:

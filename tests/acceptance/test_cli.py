@@ -150,7 +150,9 @@ def test_approvals_through_the_cli(cli) -> None:
     assert pending["s2"]["rationale"] == fulfilment("4471", "180")["rationale"]
     assert "exceeds the approval threshold 150" in pending["s2"]["reason"]
 
-    assert "completed" in cli.ok("approvals", "approve", "s2", "--by", "alice", "--note", "ok")
+    assert "completed" in cli.ok(
+        "approvals", "approve", "s2", "--by", "alice", "--note", "ok", "--run"
+    )
     assert "compensated" in cli.ok("approvals", "reject", "s3", "--by", "bob", "--note", "no")
 
     s2, s3 = cli.json("sagas", "show", "s2"), cli.json("sagas", "show", "s3")

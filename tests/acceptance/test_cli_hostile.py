@@ -119,6 +119,7 @@ EXTRA = {
     ("plan",): ["--planner", "rules"],
     ("shadow", "run"): ["--planner", "rules"],
     ("serve",): ["--check"],  # never listens in a test
+    ("dev",): ["--check"],  # nor does dev
 }
 
 

@@ -107,7 +107,7 @@ def test_decisions_and_operations_print_json(inproc: InProcess) -> None:
     assert (worked["passes"], worked["leases_lost"], worked["errors"]) == (3, 0, 0)
     assert worked["finished"] == {"awaiting_approval": 2, "compensation_failed": 1}
 
-    approved = inproc.json("approvals", "approve", "a1", "--by", "alice", "--note", "ok")
+    approved = inproc.json("approvals", "approve", "a1", "--by", "alice", "--note", "ok", "--run")
     assert (approved["saga_id"], approved["status"]) == ("a1", "completed")
     assert approved["approval"]["approver"] == "alice"
     rejected = inproc.json("approvals", "reject", "a2", "--by", "bob")

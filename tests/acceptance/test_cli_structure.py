@@ -17,6 +17,7 @@ IMPORT_CIRCLES = ROOT.parent / "shared" / "tools" / "import-circles"
 
 EVERY_COMMAND = {
     "demo": "demo",
+    "dev": "dev",
     "plan": "planning",
     "validate": "ops",
     "execute": "ops",

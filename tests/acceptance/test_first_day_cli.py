@@ -147,7 +147,7 @@ def test_approving_a_decided_approval_says_who_decided_it(inproc: InProcess) -> 
     plan = inproc.plan("plan.json", fulfilment("4471", "180.00"))
     inproc.ok("submit", plan, "--saga-id", "late", "--by", "desk")
     inproc.ok("worker", "--until-idle")
-    first = inproc.json("approvals", "approve", "late", "--by", "ann")
+    first = inproc.json("approvals", "approve", "late", "--by", "ann", "--run")
     assert first["status"] == "completed"
     again = inproc("approvals", "approve", "late", "--by", "ann")
     assert again.exit_code == 2

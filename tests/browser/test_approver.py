@@ -1,10 +1,20 @@
 """An approver in a real browser (Chromium through Playwright) against ``pivotal serve``'s
 app under uvicorn: log in, read the queue and a hostile rationale, decide, and see a worker
-finish the saga on its timeline."""
+finish the saga on its timeline.
+
+It also takes the README's screenshots (docs/screenshots/). They are meant to be the same on
+every run: a fixed viewport, a clock that stands still (so no "waited" or "expires in" moves),
+the example services' ids made from a counter instead of random, animations and the caret
+off. ``PIVOTAL_UPDATE_SCREENSHOTS=1`` copies them into docs/ and records, in
+docs/screenshots.json, the templates and stylesheet each was taken from
+(tests/docs/test_screenshots.py fails once those change)."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import importlib.util
+import itertools
 import os
 import shutil
 import socket
@@ -18,13 +28,23 @@ from typing import Any, TypeVar
 import pytest
 
 from pivotal import Orchestrator, SagaStatus, SQLiteStore, parse_plan
+from pivotal.clock import FakeClock
 from pivotal.examples.commerce import create_app
+from pivotal.examples.commerce import services as commerce_services
 from pivotal.principals import Role, hash_token
 
 CHROMIUM = Path("/usr/bin/chromium")
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 TOKEN = "pvt_browser_ann"
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+NOW = 1_796_040_000.0  # 2026-11-30 12:00:00 UTC: every page shows the same times
+# the README's sagas: what an agent would write (the hostile rationale is another saga's)
+RATIONALE = (
+    "Order 4472 (customer c-4471) was paid by card: 180.00 authorised against invoice "
+    "INV-4472. One lamp is in stock at warehouse B, which serves the customer's address. "
+    "Reserve it, capture the payment, ship it and send the confirmation."
+)
 
 if not CHROMIUM.exists():
     if os.environ.get("CI") == "true":
@@ -85,7 +105,8 @@ class Served:
 
         async def run() -> SagaStatus:
             async with SQLiteStore(self.ledger) as store:
-                state = await Orchestrator(store, create_app(self.commerce)).run(saga_id)
+                orch = Orchestrator(store, create_app(self.commerce), clock=FakeClock(NOW))
+                state = await orch.run(saga_id)
                 return state.status
 
         return in_thread(run())
@@ -93,11 +114,11 @@ class Served:
 
 async def _prepare(ledger: Path, commerce: Path) -> None:
     async with SQLiteStore(ledger) as store:
-        orch = Orchestrator(store, create_app(commerce))
+        orch = Orchestrator(store, create_app(commerce), clock=FakeClock(NOW))
         await store.create_token("ann", Role.APPROVER.value, hash_token(TOKEN), 0.0)
         for saga_id, order, why in (
             ("ship-4471", "4471", HOSTILE + "\nThe customer paid; stock is reserved."),
-            ("ship-4472", "4472", "Second order of the same customer, same address."),
+            ("ship-4472", "4472", RATIONALE),
         ):
             await orch.submit(parse_plan(plan(order, "180.00", why)), saga_id=saga_id)
             state = await orch.run(saga_id)
@@ -105,12 +126,14 @@ async def _prepare(ledger: Path, commerce: Path) -> None:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
     import uvicorn
 
     from pivotal.server import create_app as create_api
 
     ledger, commerce = tmp_path / "ledger.db", tmp_path / "commerce.db"
+    counter = itertools.count(1)
+    monkeypatch.setattr(commerce_services, "_id", lambda prefix: _fixed_id(prefix, next(counter)))
     shop = create_app(commerce)
     shop.services.order(  # a second order of 4471's customer, over the threshold too
         "4472",
@@ -132,7 +155,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
 
     async def serve() -> None:
         async with SQLiteStore(ledger) as store:
-            api = create_api(store, create_app(commerce))
+            api = create_api(store, create_app(commerce), clock=FakeClock(NOW))
             server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off"))
             holder["server"] = server
             ready.set()
@@ -147,6 +170,11 @@ def served(tmp_path: Path) -> Iterator[Served]:
         holder["server"].should_exit = True
         thread.join(10)
         sock.close()
+
+
+def _fixed_id(prefix: str, n: int) -> str:
+    """The example services' ids (``res_…``, ``au_…``), the same on every run."""
+    return f"{prefix}_{hashlib.sha256(f'{prefix}-{n}'.encode()).hexdigest()[:12]}"
 
 
 @pytest.fixture
@@ -175,14 +203,27 @@ def _login(page: sync_api.Page, served: Served) -> list[str]:
     return dialogs
 
 
+def _manifest() -> Any:
+    """tests/docs/screenshots_manifest.py: which page each image shows, and its sources."""
+    spec = importlib.util.spec_from_file_location(
+        "screenshots_manifest", ROOT / "tests" / "docs" / "screenshots_manifest.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _shot(page: sync_api.Page, tmp_path: Path, name: str) -> None:
     """Keep a screenshot with the test's files; with PIVOTAL_UPDATE_SCREENSHOTS=1, also
-    refresh the README's copy."""
+    refresh the README's copy and record what it was taken from in docs/screenshots.json."""
     path = tmp_path / name
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=True, animations="disabled", caret="hide")
     if os.environ.get("PIVOTAL_UPDATE_SCREENSHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, SCREENSHOTS / name)
+        _manifest().write_manifest([name])
 
 
 def test_an_approver_reads_the_hostile_rationale_as_text_and_approves(
@@ -196,15 +237,20 @@ def test_an_approver_reads_the_hostile_rationale_as_text_and_approves(
     expect(rows.first).to_contain_text("180.00")
     _shot(page, tmp_path, "approval-queue.png")
 
+    page.get_by_role("link", name="ship-4472").click()  # the README's: an agent's rationale
+    expect(page.locator("#rationale")).to_contain_text(RATIONALE)
+    expect(page.get_by_text("undo authorize_payment")).to_be_visible()
+    _shot(page, tmp_path, "approval-detail.png")
+    page.go_back()
+
     page.get_by_role("link", name="ship-4471").click()
     expect(page.locator("#rationale")).to_contain_text(HOSTILE)
     expect(page.get_by_text("gpt-4.1-mini")).to_be_visible()
     expect(page.get_by_text("undo authorize_payment")).to_be_visible()
-    _shot(page, tmp_path, "approval-detail.png")
     assert page.locator("main script, main img").count() == 0
 
     page.get_by_label("Reason to approve").fill("amount matches the invoice")
-    page.get_by_role("button", name="Approve version").click()
+    page.get_by_role("button", name="Approve", exact=True).click()
     expect(page.get_by_role("status")).to_contain_text("Approved")
     assert served.work("ship-4471") is SagaStatus.COMPLETED
     page.reload()
@@ -218,7 +264,7 @@ def test_an_approver_rejects_and_sees_the_undos(served: Served, page: sync_api.P
     dialogs = _login(page, served)
     page.get_by_role("link", name="ship-4472").click()
     page.get_by_label("Reason to reject").fill("duplicate order")
-    page.get_by_role("button", name="Reject version").click()
+    page.get_by_role("button", name="Reject", exact=True).click()
     expect(page.get_by_role("status")).to_contain_text("Rejected")
     assert served.work("ship-4472") is SagaStatus.COMPENSATED
     page.reload()

@@ -118,8 +118,8 @@ async def test_the_catalogue_is_shown_as_a_planner_sees_it_never_an_undo(
     for undo in ("release_stock", "refund_payment"):
         assert undo not in json.dumps(body)
     missing = await as_role[Role.AGENT].get("/v1/catalogues/nope")
-    assert missing.status_code == 422
-    assert missing.json()["error"]["code"] == "plan_rejected"
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "catalogue_not_found"
 
 
 async def test_a_huge_body_is_413_before_any_route(as_role: Clients, store: Store) -> None:

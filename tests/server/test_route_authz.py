@@ -110,6 +110,7 @@ TABLE: dict[tuple[str, str], Row] = {
     ("POST", "/v1/sagas"): token({AGENT}, "/v1/sagas?saga_id=authz-{role}", plan_body()),
     ("GET", "/v1/sagas"): token(READERS, "/v1/sagas"),
     ("GET", "/v1/sagas/{saga_id}"): token(EVERYONE, "/v1/sagas/nope"),
+    ("GET", "/v1/catalogues"): token(EVERYONE, "/v1/catalogues"),
     ("GET", "/v1/catalogues/{name}"): token(EVERYONE, "/v1/catalogues/checkout"),
     ("GET", "/v1/approvals"): token(READERS, "/v1/approvals"),
     ("POST", "/v1/approvals/{saga_id}/approve"): token(

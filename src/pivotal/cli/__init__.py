@@ -16,6 +16,7 @@ module                  commands
 ``planning``            ``plan``, ``escalations list/show/resolve``,
                         ``shadow run/report``
 ``demo``                ``demo``
+``dev``                 ``dev`` (the API, the pages and a worker, reloaded on code changes)
 ``tokens``              ``tokens create/list/revoke`` (bearer tokens of the HTTP API)
 ``serve``               ``serve`` (the HTTP API; FastAPI is imported only when it runs)
 ``outbox``              ``outbox list/relay/replay`` (messages committed with the sagas)
@@ -36,6 +37,7 @@ from pivotal.cli import (
     approvals,
     dead_letters,
     demo,
+    dev,
     mcp,
     ops,
     outbox,
@@ -66,6 +68,7 @@ def build() -> typer.Typer:
     )
     app.callback()(root.options)
     demo.register(app)
+    dev.register(app)
     planning.register(app)
     ops.register(app)
     sagas.register(app)

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from pivotal import render, saga_actions
 from pivotal.cli._shared import (
@@ -17,6 +18,7 @@ from pivotal.cli._shared import (
     Why,
     brief,
     dump,
+    err,
     new_group,
     note_cut,
     out,
@@ -29,6 +31,9 @@ from pivotal.cli._shared import (
 from pivotal.errors import SagaNotFound
 from pivotal.state import Event, SagaState, SagaStatus
 from pivotal.store import StoredSaga, count_rows
+from pivotal.store.search import MAX_LIMIT as MAX_SEARCH
+from pivotal.store.search import InvalidFilter, SagaFilter
+from pivotal.terminal import printable
 
 sagas = new_group(
     "Inspect sagas; resume or resolve one that waits for a person; abort one before its "
@@ -40,30 +45,139 @@ def register(cli: typer.Typer) -> None:
     cli.add_typer(sagas, name="sagas")
 
 
+_WHEN = "a duration back from now (7d, 24h, 30m) or an ISO date or date-time (UTC unless given)"
+
+
 @sagas.command("list")
 def sagas_list(
     ctx: typer.Context,
-    status: Annotated[SagaStatus | None, typer.Option(help="Only this status.")] = None,
+    status: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="STATUS",
+            help="Only these statuses (repeat it, or separate by commas): "
+            + ", ".join(s.value for s in SagaStatus)
+            + ".",
+        ),
+    ] = None,
+    catalogue: Annotated[str | None, typer.Option(help="Only this catalogue.")] = None,
+    created_since: Annotated[
+        str | None, typer.Option(help=f"Created at or after: {_WHEN}.")
+    ] = None,
+    created_until: Annotated[
+        str | None, typer.Option(help="Created at or before (as --created-since).")
+    ] = None,
+    updated_since: Annotated[
+        str | None, typer.Option(help="Last changed at or after (as --created-since).")
+    ] = None,
+    updated_until: Annotated[
+        str | None, typer.Option(help="Last changed at or before (as --created-since).")
+    ] = None,
+    actor_type: Annotated[
+        str | None, typer.Option(help="Proposed by an agent, human or system.")
+    ] = None,
+    actor_id: Annotated[str | None, typer.Option(help="Proposed by this actor.")] = None,
+    model: Annotated[str | None, typer.Option(help="Planned by this model.")] = None,
+    run_id: Annotated[str | None, typer.Option(help="From this planning run.")] = None,
+    prompt_version: Annotated[
+        str | None, typer.Option(help="Planned with this prompt version.")
+    ] = None,
+    on_behalf_of: Annotated[str | None, typer.Option(help="Proposed for this person.")] = None,
+    source_document_id: Annotated[
+        str | None, typer.Option(help="Planned from this source document.")
+    ] = None,
+    failed_step: Annotated[str | None, typer.Option(help="Whose step of this name failed.")] = None,
+    reason: Annotated[
+        str | None, typer.Option(help="Whose reason holds this text (any case).")
+    ] = None,
+    about: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME=VALUE",
+            help="Whose plan names this argument value, e.g. order_id=4471 (repeat: all).",
+        ),
+    ] = None,
+    sort: Annotated[str, typer.Option(help="By created or updated time.")] = "created",
+    order: Annotated[str, typer.Option(help="desc (newest first) or asc.")] = "desc",
+    cursor: Annotated[
+        str | None,
+        typer.Option(help="Start after the page this cursor ended (its next_cursor)."),
+    ] = None,
+    paged: Annotated[
+        bool,
+        typer.Option(
+            "--paged",
+            help='With --json: {"items": [...], "next_cursor": ...} (implied by --cursor).',
+        ),
+    ] = False,
     limit: Limit = 100,
     as_json: JsonFlag = False,
 ) -> None:
-    """List sagas, newest first."""
+    """List sagas, newest first; filter and search them, and page with --cursor."""
+    given = {
+        "status": status or [],
+        "catalogue": catalogue,
+        "created_since": created_since,
+        "created_until": created_until,
+        "updated_since": updated_since,
+        "updated_until": updated_until,
+        "actor_type": actor_type,
+        "actor_id": actor_id,
+        "model": model,
+        "run_id": run_id,
+        "prompt_version": prompt_version,
+        "on_behalf_of": on_behalf_of,
+        "source_document_id": source_document_id,
+        "failed_step": failed_step,
+        "reason": reason,
+        "about": about or [],
+        "sort": sort,
+        "order": order,
+    }
+    paged = paged or cursor is not None
 
-    async def work() -> tuple[list[Any], int | None]:
+    async def work() -> tuple[list[Any], int | None, str | None]:
         async with reading(settings_of(ctx)) as store:
-            found = await store.list_sagas(status, limit)
-            return found, await count_rows(store, "sagas", status.value if status else None)
+            wanted = SagaFilter.parse(given, await store.ledger_time())
+            if wanted.plain and not paged:  # as it always listed: newest, counted
+                one = wanted.status[0] if wanted.status else None
+                found = await store.list_sagas(one, limit)
+                total = await count_rows(store, "sagas", one.value if one else None)
+                return found, total, None
+            if limit > MAX_SEARCH:
+                raise InvalidFilter(f"--limit: a search shows at most {MAX_SEARCH} a page")
+            page = await store.search_sagas(wanted, limit, cursor)
+            return page.items, None, page.next_cursor
 
-    found, total = run(work())
+    found, total, next_cursor = run(work())
+    rows = [asdict(s) | {"status": s.status.value} for s in found]
+    if as_json and paged:
+        dump({"items": rows, "next_cursor": next_cursor})
+        return
     if as_json:
-        dump([asdict(s) | {"status": s.status.value} for s in found])
+        dump(rows)
     else:
         out.print(render.sagas_table(found))
-    note_cut(len(found), total, limit, "sagas", as_json=as_json)
+    if next_cursor is None:
+        note_cut(len(found), total, limit, "sagas", as_json=as_json)
+    else:
+        note = f"more sagas follow: --cursor {next_cursor} shows the next page"
+        (err if as_json else out).print(Text(printable(note)))
 
 
 @sagas.command("show")
-def sagas_show(ctx: typer.Context, saga_id: SagaId, as_json: JsonFlag = False) -> None:
+def sagas_show(
+    ctx: typer.Context,
+    saga_id: SagaId,
+    as_json: JsonFlag = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            help="Every event its own row (retries too), and each failed call's traceback.",
+        ),
+    ] = False,
+) -> None:
     """Status, steps, events and provenance of one saga."""
 
     async def work() -> tuple[StoredSaga, list[Event]]:
@@ -73,7 +187,10 @@ def sagas_show(ctx: typer.Context, saga_id: SagaId, as_json: JsonFlag = False) -
                 raise SagaNotFound(f"no saga {saga_id!r}")
             return stored, await store.events(saga_id)
 
-    print_saga(*run(work()), as_json=as_json)
+    stored, events = run(work())
+    if verbose and not as_json:  # what is new here is shown redacted, as `sagas events` does
+        events = saga_actions.redacted(events)
+    print_saga(stored, events, as_json=as_json, verbose=verbose)
 
 
 def saga_json(stored: StoredSaga, events: list[Event]) -> dict[str, Any]:
@@ -94,14 +211,21 @@ def saga_json(stored: StoredSaga, events: list[Event]) -> dict[str, Any]:
     }
 
 
-def print_saga(stored: StoredSaga, events: list[Event], *, as_json: bool) -> None:
+def print_saga(
+    stored: StoredSaga, events: list[Event], *, as_json: bool, verbose: bool = False
+) -> None:
     if as_json:
         dump(saga_json(stored, events))
         return
     plan = stored.plan
     out.print(
         render.saga_view(
-            stored.state, events, plan.provenance, plan.rationale, last_error=stored.last_error
+            stored.state,
+            events,
+            plan.provenance,
+            plan.rationale,
+            last_error=stored.last_error,
+            verbose=verbose,
         )
     )
 

@@ -18,7 +18,15 @@ from pivotal.server.guard import Guard
 from pivotal.server.limits import MAX_BODY, BodyLimit, Lockout
 from pivotal.server.pages.session import secure_cookies as secure
 from pivotal.server.peers import trust_proxies
-from pivotal.server.routes import agents, approvals, health, operators, reports, workers
+from pivotal.server.routes import (
+    agents,
+    approvals,
+    catalogues,
+    health,
+    operators,
+    reports,
+    workers,
+)
 from pivotal.server.routes import metrics as metrics_route
 from pivotal.server.timeouts import BODY_TIMEOUT, MIN_BODY_RATE, BodyTimeouts
 from pivotal.store.base import Store
@@ -76,7 +84,16 @@ def create_app(
     trust_proxies(api, trusted_proxies)
     secure(api, secure_cookies)
     errors.install(api)
-    for group in (health, agents, approvals, operators, reports, metrics_route, workers):
+    for group in (
+        health,
+        agents,
+        catalogues,
+        approvals,
+        operators,
+        reports,
+        metrics_route,
+        workers,
+    ):
         api.include_router(group.router)
     api.include_router(pages.router)
     api.add_middleware(BodyLimit, max_body=max_body)  # innermost

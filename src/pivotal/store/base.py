@@ -21,6 +21,7 @@ from pivotal.store.planning_records import (
     PlanningMode,
     PlanningRun,
 )
+from pivotal.store.search import SagaFilter
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,15 @@ class SagaSummary:
     reason: str | None
     created_at: float
     updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class SagaPage:
+    """One page of a search (``Store.search_sagas``): its sagas, and the cursor the next
+    page starts after (None: this is the last)."""
+
+    items: list[SagaSummary]
+    next_cursor: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +241,15 @@ class Store(Protocol):
         self, status: SagaStatus | None = None, limit: int = 100
     ) -> list[SagaSummary]: ...
 
+    async def search_sagas(
+        self, filter: SagaFilter, limit: int = 50, cursor: str | None = None
+    ) -> SagaPage:
+        """The sagas ``filter`` keeps, at most ``limit`` (1 to ``search.MAX_LIMIT``), in its
+        order (newest created first by default), starting after ``cursor`` (a page's
+        ``next_cursor``). ``InvalidCursor`` for a cursor no search in this order made,
+        ``InvalidFilter`` for a limit out of range."""
+        ...
+
     async def sagas_updated(
         self, status: SagaStatus, since: float, until: float, limit: int = 100
     ) -> list[SagaSummary]:
@@ -378,6 +397,14 @@ class Store(Protocol):
         self, mode: PlanningMode, batch_id: str | None = None, limit: int = 10_000
     ) -> list[PlanningRun]:
         """Planning runs of ``mode`` (of one batch when given), oldest first."""
+        ...
+
+    async def run(self, run_id: str) -> PlanningRun | None:
+        """One planning run, by its id."""
+        ...
+
+    async def escalation_of_run(self, run_id: str) -> Escalation | None:
+        """The escalation a planning run ended in, if it did."""
         ...
 
     async def latest_batch(self, mode: PlanningMode = PlanningMode.SHADOW) -> str | None:

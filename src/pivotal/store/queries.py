@@ -300,6 +300,7 @@ def _runs(where: str) -> Selection:
 
 
 RUNS = _runs("r.mode = ?")
+RUN = _runs("r.run_id = ?")  # by its primary key
 RUNS_OF_BATCH = _runs("r.mode = ? AND r.batch_id = ?")
 
 

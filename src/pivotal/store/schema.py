@@ -251,14 +251,62 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE workers ADD COLUMN catalogues TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE workers ADD COLUMN beat_every REAL;
     """,
+    # 14: searching the sagas (``store.search``) answers from indexes whatever the ledger's
+    # size: each order a page is read in, alone and after a status or a catalogue; the
+    # sagas with a reason (the failed ones, few); the sagas of a provenance record, and the
+    # records by the fields of their JSON a search names (each ledger's own expression:
+    # ``_provenance_indexes``); the steps that failed, by name.
+    """
+    CREATE INDEX sagas_created ON sagas(created_at, saga_id);
+    CREATE INDEX sagas_updated ON sagas(updated_at, saga_id);
+    CREATE INDEX sagas_status_created ON sagas(status, created_at, saga_id);
+    CREATE INDEX sagas_status_updated ON sagas(status, updated_at, saga_id);
+    CREATE INDEX sagas_catalogue_created ON sagas(catalogue, created_at, saga_id);
+    CREATE INDEX sagas_with_reason ON sagas(created_at, saga_id) WHERE reason IS NOT NULL;
+    CREATE INDEX sagas_provenance ON sagas(provenance_ref);
+    CREATE INDEX steps_failed ON steps(name, saga_id) WHERE status IN ('failed', 'unknown');
+    {provenance_indexes}
+    """,
 )
+
+
+# migration 14 indexes these fields of a provenance record (the ones a search names,
+# ``search.PROPOSER``), written out so that the released migration never changes. Even an
+# actor type (one of three) is indexed: its index counts a rare one quickly
+# (``SagaFilter.probes``).
+_INDEXED_PROVENANCE = (
+    "actor_type",
+    "actor_id",
+    "model",
+    "run_id",
+    "prompt_version",
+    "on_behalf_of",
+    "source_document_id",
+)
+
+
+def _provenance_indexes(dialect: str) -> str:
+    """Migration 14's index per field, on the expression that reads it in this dialect: the
+    one the search's SQL uses (``search.provenance_field``)."""
+    from pivotal.store.search import provenance_field
+
+    return ";\n    ".join(
+        f"CREATE INDEX provenance_{field} ON provenance(({provenance_field(dialect, field)}))"
+        for field in _INDEXED_PROVENANCE
+    )
+
+
+def _for_sqlite(ddl: str) -> str:
+    return ddl.replace("{provenance_indexes}", _provenance_indexes("sqlite"))
 
 
 def _for_postgres(ddl: str) -> str:
     """The same schema in PostgreSQL's types (the DDL above is written to allow it)."""
+    ddl = ddl.replace("{provenance_indexes}", _provenance_indexes("postgresql"))
     return ddl.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY").replace(
         " REAL", " DOUBLE PRECISION"
     )
 
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = tuple(_for_postgres(m) for m in SQLITE_MIGRATIONS)
+SQLITE_MIGRATIONS = tuple(_for_sqlite(m) for m in SQLITE_MIGRATIONS)

@@ -23,11 +23,12 @@ from pivotal.outbox import messages_for
 from pivotal.plan import Plan, Provenance
 from pivotal.state import ApprovalStatus, Event, SagaState, SagaStatus
 from pivotal.store import queries as q
-from pivotal.store import rows
+from pivotal.store import rows, search
 from pivotal.store.base import (
     DeadLetter,
     PendingApproval,
     Related,
+    SagaPage,
     SagaSummary,
     StoredSaga,
     Token,
@@ -37,6 +38,7 @@ from pivotal.store.primitives import Fetch as Fetch
 from pivotal.store.primitives import Row as Row
 from pivotal.store.primitives import Stmt as Stmt
 from pivotal.store.schema import SQLITE_MIGRATIONS
+from pivotal.store.search import SagaFilter, check_limit
 from pivotal.store.sql_ops import SQLOps
 from pivotal.store.sql_outbox import SQLOutbox
 from pivotal.store.sql_planning import SQLPlanning
@@ -408,6 +410,33 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
             else self._fetch(q.LIST_SAGAS_WITH_STATUS, (status.value, limit))
         )
         return [SagaSummary(r[0], r[1], SagaStatus(r[2]), r[3], r[4], r[5]) for r in found]
+
+    async def search_sagas(
+        self, filter: SagaFilter, limit: int = 50, cursor: str | None = None
+    ) -> SagaPage:
+        """One page of the sagas ``filter`` keeps (the SQL is ``SagaFilter``'s: its probes
+        choose how it is read): one more row is read than shown, to know whether a next
+        page follows. All in one read snapshot."""
+        check_limit(limit)
+        after, dialect = filter.position(cursor), self.dialect.name
+
+        async def read(fetch: Fetch) -> list[Row]:
+            # the filter on another table keeping the fewest sagas, if it keeps few
+            lookup, fewest = None, search.FEW
+            for n, probe in enumerate(filter.probes(dialect)):
+                kept = int((await fetch(*probe))[0][0])
+                if kept < fewest:
+                    lookup, fewest = n, kept
+            return await fetch(*filter.sql(dialect, limit + 1, after, lookup=lookup))
+
+        found = await self._reading(read)
+        items = [SagaSummary(r[0], r[1], SagaStatus(r[2]), r[3], r[4], r[5]) for r in found]
+        if len(items) <= limit:
+            return SagaPage(items, None)
+        last = items[limit - 1]
+        return SagaPage(
+            items[:limit], filter.cursor_after(last.created_at, last.updated_at, last.saga_id)
+        )
 
     async def sagas_updated(
         self, status: SagaStatus, since: float, until: float, limit: int = 100

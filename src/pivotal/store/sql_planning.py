@@ -225,6 +225,19 @@ class SQLPlanning(SQLPrimitives):
 
         return await self._reading(read)
 
+    async def run(self, run_id: str) -> PlanningRun | None:
+        async def read(fetch: Fetch) -> list[PlanningRun]:
+            found = await fetch(q.RUN.rows, (run_id, 1))
+            attempts = await _attempts(fetch, q.RUN.attempts, (run_id, 1))
+            return [_run(r, attempts[r[0]], r[12]) for r in found]
+
+        found = await self._reading(read)
+        return found[0] if found else None
+
+    async def escalation_of_run(self, run_id: str) -> Escalation | None:
+        found = await self._escalations(q.ESCALATION_OF_RUN, (run_id,))
+        return found[0] if found else None
+
     async def latest_batch(self, mode: PlanningMode = PlanningMode.SHADOW) -> str | None:
         found = await self._fetch(q.LATEST_BATCH, (mode.value,))
         return None if not found else str(found[0][0])

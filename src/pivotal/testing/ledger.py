@@ -24,6 +24,7 @@ from pivotal.store.base import (
     OpsSnapshot,
     PendingApproval,
     Related,
+    SagaPage,
     SagaSummary,
     Store,
     StoredSaga,
@@ -36,6 +37,7 @@ from pivotal.store.planning_records import (
     PlanningMode,
     PlanningRun,
 )
+from pivotal.store.search import SagaFilter
 from pivotal.testing.chaos import LedgerFactory
 from pivotal.testing.inflight import CURRENT
 from pivotal.testing.pause import take_over
@@ -214,6 +216,11 @@ class FlakyStore:
     ) -> list[SagaSummary]:
         return await self.inner.sagas_updated(status, since, until, limit)
 
+    async def search_sagas(
+        self, filter: SagaFilter, limit: int = 50, cursor: str | None = None
+    ) -> SagaPage:
+        return await self.inner.search_sagas(filter, limit, cursor)
+
     async def lease_of(self, saga_id: str) -> tuple[str | None, int, float | None] | None:
         return await self.inner.lease_of(saga_id)
 
@@ -321,6 +328,12 @@ class FlakyStore:
         self, mode: PlanningMode, batch_id: str | None = None, limit: int = 10_000
     ) -> list[PlanningRun]:
         return await self.inner.runs(mode, batch_id, limit)
+
+    async def run(self, run_id: str) -> PlanningRun | None:
+        return await self.inner.run(run_id)
+
+    async def escalation_of_run(self, run_id: str) -> Escalation | None:
+        return await self.inner.escalation_of_run(run_id)
 
     async def latest_batch(self, mode: PlanningMode = PlanningMode.SHADOW) -> str | None:
         return await self.inner.latest_batch(mode)

@@ -549,7 +549,7 @@ def next_steps(ledger: Path, states: list[SagaState], dead_letters: list[int]) -
             lines += [
                 f"{state.saga_id} waits for a person: approve its capture and it runs on to the "
                 "end",
-                f"  {cli} approvals approve {state.saga_id} --by you",
+                f"  {cli} approvals approve {state.saga_id} --by you --run",
             ]
     for letter in dead_letters:
         lines += [

@@ -10,14 +10,14 @@ import secrets
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from pivotal import saga_actions
+from pivotal import approval_view, saga_actions
 from pivotal.errors import (
     ApprovalError,
     FourEyesError,
@@ -35,7 +35,7 @@ from pivotal.planning.escalations import resolve_escalation
 from pivotal.principals import Role
 from pivotal.server import limits
 from pivotal.server.context import Context
-from pivotal.server.pages import session, views
+from pivotal.server.pages import pictures, session, views
 from pivotal.server.pages.session import Viewer
 from pivotal.state import SagaStatus
 from pivotal.store.planning_records import (
@@ -43,6 +43,7 @@ from pivotal.store.planning_records import (
     EscalationNotFound,
     EscalationStatus,
 )
+from pivotal.store.search import FIELDS, SagaFilter
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -253,6 +254,9 @@ async def _detail(
         return refused(request, who, 404, "There is no such saga.")
     catalogue = ctx.orchestrator.app.catalogue(stored.state.catalogue)
     now = ctx.clock.now()
+    facts = ctx.orchestrator.app.facts
+    asked = await approval_view.request_of(ctx.store, stored) if stored.state.approval else None
+    shown = await approval_view.approval_facts(stored, catalogue, facts, asked)
     return page(
         request,
         "detail.html",
@@ -260,7 +264,7 @@ async def _detail(
         who,
         saga=views.head(stored),
         steps=views.steps(stored),
-        decision=views.decision(stored, catalogue, now, ctx.orchestrator.app.facts),
+        decision=views.decision(stored, catalogue, now, facts, shown),
         awaiting=stored.state.status is SagaStatus.AWAITING_APPROVAL,
         four_eyes=why_not(who.name, stored),  # why this person may not approve, if so
         stale=stale,
@@ -313,26 +317,68 @@ async def reject(request: Request, saga_id: str) -> Response:
 # -- sagas ---------------------------------------------------------------------------------
 
 
+# the filters form, in its order: (name, label, hint) of each text filter
+SEARCH_FIELDS = (
+    ("catalogue", "Catalogue", ""),
+    ("created_since", "Created since", "7d, 24h or 2026-11-01"),
+    ("created_until", "Created until", "7d, 24h or 2026-11-01"),
+    ("updated_since", "Updated since", "7d, 24h or 2026-11-01"),
+    ("updated_until", "Updated until", "7d, 24h or 2026-11-01"),
+    ("actor_type", "Actor type", "agent, human or system"),
+    ("actor_id", "Actor", ""),
+    ("model", "Model", ""),
+    ("run_id", "Planning run", ""),
+    ("prompt_version", "Prompt version", ""),
+    ("on_behalf_of", "On behalf of", ""),
+    ("source_document_id", "Source document", ""),
+    ("failed_step", "Failed step", "a step name"),
+    ("reason", "Reason contains", "any case"),
+    ("about", "Argument value", "order_id=4471"),
+)
+
+
 @router.get("/sagas")
-async def sagas(request: Request, status: str = "") -> Response:
+async def sagas(request: Request) -> Response:
     who = await _who(request, READERS)
     if not isinstance(who, Viewer):
         return who
-    chosen = SagaStatus(status) if status in {s.value for s in SagaStatus} else None
-    found = await _ctx(request).store.list_sagas(chosen, 200)
-    rows = [
+    ctx = _ctx(request)
+    query = request.query_params
+    given = {k: query.getlist(k) for k in FIELDS if k in query}
+    form = {k: (query.getlist(k) or [""])[0] for k, _, _ in SEARCH_FIELDS}
+    form |= {"sort": query.get("sort", "created"), "order": query.get("order", "desc")}
+    chosen = [s for s in query.getlist("status") if s]
+    values: dict[str, Any] = {
+        "statuses": [s.value for s in SagaStatus],
+        "chosen": chosen,
+        "fields": SEARCH_FIELDS,
+        "form": form,
+        "rows": [],
+        "next_page": None,
+        "problem": None,
+        "shown": SHOWN,
+    }
+    try:
+        wanted = SagaFilter.parse(given, ctx.clock.now())
+        found = await ctx.store.search_sagas(wanted, SHOWN, query.get("cursor") or None)
+    except InvalidInput as exc:  # a bad filter or cursor: the form again, saying why
+        return page(request, "sagas.html", 400, who, **values | {"problem": exc.message})
+    values["rows"] = [
         {
             "saga_id": s.saga_id,
             "catalogue": s.catalogue,
             "status": s.status.value,
+            "created_at": views.when(s.created_at),
             "updated_at": views.when(s.updated_at),
             "reason": views.as_text(s.reason or "", 120),
         }
-        for s in found
+        for s in found.items
     ]
-    statuses = [s.value for s in SagaStatus]
-    shown = status if chosen else ""
-    return page(request, "sagas.html", 200, who, rows=rows, statuses=statuses, chosen=shown)
+    if found.next_cursor is not None:
+        following = {**wanted.query(), "cursor": found.next_cursor}
+        values["next_page"] = "/ui/sagas?" + urlencode(following, doseq=True)
+    values["chosen"] = [s.value for s in wanted.status]
+    return page(request, "sagas.html", 200, who, **values)
 
 
 @router.get("/sagas/{saga_id}")
@@ -353,6 +399,7 @@ async def saga(request: Request, saga_id: str, notice: str = "") -> Response:
         saga=views.head(stored),
         steps=views.steps(stored, events),
         events=views.timeline(stored.state, events),
+        pictures=pictures.for_page(stored.state, events, ctx.orchestrator.app),
         notice=NOTICES.get(notice, ""),
         parked=stored.state.status is SagaStatus.NEEDS_HUMAN,
         awaiting=stored.state.status is SagaStatus.AWAITING_APPROVAL,

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
-from pivotal import render
+from pivotal import approval_view, render
 from pivotal.catalogue import Catalogue
 from pivotal.plan import Plan
+from pivotal.redaction import redact
 from pivotal.state import ApprovalStatus, Event, SagaState, StepStatus
 from pivotal.store.base import DeadLetter, PendingApproval, StoredSaga
 from pivotal.store.planning_records import Escalation
-from pivotal.validation import FactSource, Recheck, recheck
+from pivotal.tracebacks import last_frame, lines
+from pivotal.validation import FactSource
 
 when = render.when
 UNDONE = (StepStatus.SUCCEEDED, StepStatus.UNKNOWN, StepStatus.STARTED, StepStatus.RETRY_WAIT)
@@ -30,7 +32,7 @@ def waited(seconds: float) -> str:
 
 
 def as_text(value: Any, limit: int = 300) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    text = value if isinstance(value, str) else render.as_json(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -101,7 +103,7 @@ def steps(stored: StoredSaga, events: Sequence[Event] = ()) -> list[dict[str, An
                 "attempts": r.attempts,
                 "undo": "" if r.undo_status.value == "none" else r.undo_status.value,
                 "undo_note": as_text(notes[r.index], 200) if r.index in notes else "",
-                "outcome": as_text(r.undo_error or r.error or r.result or "", 200),
+                "outcome": as_text(redact(as_text(r.undo_error or r.error or r.result, 4000)), 200),
             }
         )
     return rows
@@ -118,33 +120,36 @@ def _precondition(catalogue: Catalogue, name: str, args: dict[str, Any]) -> str:
     return f"does not hold now: {reason}" if reason else "holds now"
 
 
-def _facts_now(stored: StoredSaga, catalogue: Catalogue, facts: FactSource | None) -> str:
-    """Whether the plan still holds against the trusted facts as they are now (the check the
-    orchestrator makes before it records an approval, and the engine before the pivot)."""
-    if facts is None:
-        return "the app offers no trusted facts to check the plan against"
-    found = recheck(stored.plan, catalogue, facts)
-    if found.verdict is Recheck.HOLDS:
-        return "the plan still holds against them"
-    if found.verdict is Recheck.CHANGED:
-        return (
-            f"they changed since the request: {found.describe()}. An approval is refused; "
-            "when the saga runs on it compensates"
-        )
-    return f"they cannot be read now ({found.describe()}): an approval is refused until they can"
+def label(catalogue: Catalogue, name: str) -> str:
+    """A step in a person's words: the first line of its description, else its name."""
+    step = catalogue.get(name)
+    text = step.description.strip() if step is not None else ""
+    first = text.splitlines()[0].rstrip(".") if text else ""
+    return first or name.replace("_", " ")
 
 
 def decision(
-    stored: StoredSaga, catalogue: Catalogue, now: float, facts: FactSource | None = None
+    stored: StoredSaga,
+    catalogue: Catalogue,
+    now: float,
+    facts: FactSource | None,
+    shown: approval_view.ApprovalFacts,
 ) -> dict[str, Any] | None:
     """What approving and rejecting will do, and the re-checks before the pivot (the plan
-    against ``facts``, the app's trusted facts, as they are now)."""
+    against ``facts``, the app's trusted facts, as they are now); ``shown``: the approval's
+    facts (``approval_view``: the request, the amount, the checks)."""
     state, a = stored.state, stored.state.approval
     if a is None:
         return None
     args = _args(stored.plan)
     after = [
-        {"index": r.index, "name": r.name, "kind": r.kind, "args": as_text(args[r.index])}
+        {
+            "index": r.index,
+            "name": r.name,
+            "label": label(catalogue, r.name),
+            "kind": r.kind,
+            "args": as_text(args[r.index]),
+        }
         for r in state.steps[a.step :]
     ]
     ran = [
@@ -156,20 +161,31 @@ def decision(
         and s.undo is not None
     ]
     ran.sort(key=lambda r: (r.seq or 0, r.index), reverse=True)
-    undos = [{"index": r.index, "name": r.name, "args": as_text(args[r.index])} for r in ran]
+    undos = [
+        {
+            "index": r.index,
+            "name": r.name,
+            "label": label(catalogue, r.name),
+            "args": as_text(args[r.index]),
+        }
+        for r in ran
+    ]
     pivot = state.steps[a.step]
     return {
         "tier": tier(catalogue, stored.plan, a.step),
         "status": a.status.value,
         "pivot": pivot.name,
+        "pivot_label": label(catalogue, pivot.name),
+        "request_text": shown.request_text,
+        "headline": shown.headline,
+        "amount_argument": shown.argument,
+        "checks": [asdict(c) for c in shown.checks],
         "approve": after,
         "reject": undos,
         "expires_at": render.when(a.expires_at),
         "expires_in": waited(a.expires_at - now) if a.expires_at > now else None,
         "precondition": _precondition(catalogue, pivot.name, args[a.step]),
-        "facts": _facts_now(stored, catalogue, facts)
-        if a.status is ApprovalStatus.PENDING
-        else None,
+        "facts": shown.holds_now if a.status is ApprovalStatus.PENDING else None,
         "why": a.reason,
         "requested_at": render.when(a.requested_at),
         "waited": waited(now - a.requested_at),
@@ -180,19 +196,35 @@ def decision(
 
 
 def timeline(state: SagaState, events: list[Event]) -> list[dict[str, Any]]:
+    """The timeline's rows as ``render.timeline_rows`` groups them, every text redacted: a
+    failed call's row has its ``trace`` (text) and ``where`` (its last frame of user code);
+    a run of retried attempts is one row with each of its events in ``attempts``."""
     start = events[0].at if events else 0.0
-    return [
-        {
-            "seq": e.seq,
-            "at": render.when(e.at),
-            "plus": f"+{(e.at - start):.1f}s",
+
+    def row(e: Event, first: Event, seq: str, attempt: str, detail: str) -> dict[str, Any]:
+        trace = e.data.get("trace")
+        return {
+            "seq": seq,
+            "at": render.when(first.at),
+            "plus": f"+{(first.at - start):.1f}s",
             "type": e.type.value,
             "step": state.steps[e.step].name if e.step is not None else "",
-            "attempt": "" if e.attempt is None else e.attempt,
-            "detail": as_text(render._detail(e), 300),
+            "attempt": attempt,
+            "detail": as_text(redact(detail), 300),
+            "trace": redact("\n".join(lines(trace))),
+            "where": redact(last_frame(trace) or ""),
+            "attempts": [],
         }
-        for e in events
-    ]
+
+    rows = []
+    for r in render.timeline_rows(events):
+        seq = f"{r.first.seq}-{r.event.seq}" if r.attempts else str(r.event.seq)
+        shown = row(r.event, r.first, seq, r.tries, r.detail)
+        for a in r.attempts:
+            tried = "" if a.attempt is None else str(a.attempt)
+            shown["attempts"].append(row(a, a, str(a.seq), tried, render._detail(a)))
+        rows.append(shown)
+    return rows
 
 
 def head(stored: StoredSaga) -> dict[str, Any]:
@@ -202,7 +234,7 @@ def head(stored: StoredSaga) -> dict[str, Any]:
         "catalogue": state.catalogue,
         "status": state.status.value,
         "version": state.version,
-        "reason": state.reason,
+        "reason": redact(state.reason) if state.reason else state.reason,
         "created_at": render.when(state.created_at),
         "updated_at": render.when(state.updated_at),
         "rationale": stored.plan.rationale,

@@ -1,4 +1,5 @@
-"""What agents do: validate and submit plans, read their own sagas and the catalogues.
+"""What agents do: validate and submit plans, read their own sagas (the catalogues: see
+``routes.catalogues``).
 
 A plan is the request body itself, parsed with ``parse_plan`` (duplicate keys and plans
 over the limits are refused). The submitting principal is recorded as the plan's
@@ -11,6 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import Field
 
 from pivotal import saga_scope
 from pivotal.agent_view import WAITING
@@ -18,7 +20,6 @@ from pivotal.agent_view import SagaView as AgentSagaView
 from pivotal.errors import PlanRejected, RolloutShadowed, SagaNotFound
 from pivotal.four_eyes import require_on_behalf_of
 from pivotal.plan import ActorType, Plan, parse_plan
-from pivotal.planning.render import render_catalogue
 from pivotal.principals import Role
 from pivotal.saga_scope import ID_RULE, MAX_STORED
 from pivotal.server import views
@@ -26,7 +27,7 @@ from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
 from pivotal.server.errors import AUTHED, responses
 from pivotal.server.limits import Page, page
-from pivotal.state import SagaStatus
+from pivotal.store.search import InvalidFilter, SagaFilter
 from pivotal.validation import validate
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=responses(*AUTHED))
@@ -157,16 +158,88 @@ async def submit(
     return shown
 
 
-@router.get("/sagas", response_model=views.Page[views.SagaRow])
+class SagaPage(views.Page[views.SagaRow]):
+    """One page of sagas; ``next_cursor`` starts the next (null: this is the last)."""
+
+    next_cursor: str | None = Field(description="Pass as cursor for the next page.")
+
+
+Text = Annotated[str | None, Query()]
+
+
+@router.get("/sagas", response_model=SagaPage)
 async def list_sagas(
     ctx: Ctx,
     who: Reader,
     pages: Annotated[Page, Depends(page)],
-    status: SagaStatus | None = None,
+    status: Annotated[
+        list[str] | None,
+        Query(description="Only these statuses (repeat it, or separate by commas)."),
+    ] = None,
+    catalogue: Text = None,
+    created_since: Annotated[
+        str | None, Query(description="7d, 24h, 30m back from now, or an ISO date(-time).")
+    ] = None,
+    created_until: Text = None,
+    updated_since: Text = None,
+    updated_until: Text = None,
+    actor_type: Text = None,
+    actor_id: Text = None,
+    model: Text = None,
+    run_id: Text = None,
+    prompt_version: Text = None,
+    on_behalf_of: Text = None,
+    source_document_id: Text = None,
+    failed_step: Annotated[str | None, Query(description="A step of this name failed.")] = None,
+    reason: Annotated[str | None, Query(description="Text in the reason, any case.")] = None,
+    about: Annotated[
+        list[str] | None, Query(description="NAME=VALUE: the plan names it (order_id=4471).")
+    ] = None,
+    sort: Annotated[str, Query(description="created or updated.")] = "created",
+    order: Annotated[str, Query(description="desc (newest first) or asc.")] = "desc",
+    cursor: Annotated[str | None, Query(description="A page's next_cursor.")] = None,
 ) -> dict[str, Any]:
-    """Sagas, newest first (``status=needs_human``: those parked for a person)."""
-    found = await ctx.store.list_sagas(status, pages.wanted)
-    return pages.of([asdict(s) | {"status": s.status.value} for s in found])
+    """Sagas, newest first, filtered (``status=needs_human``: those parked for a person;
+    every filter at once, see ``store.search``), a page at a time: ``next_cursor`` starts the
+    next. ``offset`` pages only the plain listing (at most one status, newest first). 422
+    ``invalid_filter`` or ``invalid_cursor`` names what is wrong."""
+    given = {
+        "status": status or [],
+        "catalogue": catalogue,
+        "created_since": created_since,
+        "created_until": created_until,
+        "updated_since": updated_since,
+        "updated_until": updated_until,
+        "actor_type": actor_type,
+        "actor_id": actor_id,
+        "model": model,
+        "run_id": run_id,
+        "prompt_version": prompt_version,
+        "on_behalf_of": on_behalf_of,
+        "source_document_id": source_document_id,
+        "failed_step": failed_step,
+        "reason": reason,
+        "about": about or [],
+        "sort": sort,
+        "order": order,
+    }
+    wanted = SagaFilter.parse(given, ctx.clock.now())
+    if pages.offset:  # the listing as it always paged, by offset
+        if cursor or not wanted.plain:
+            raise InvalidFilter("offset pages only the plain listing: page a search by cursor")
+        one = wanted.status[0] if wanted.status else None
+        found = await ctx.store.list_sagas(one, pages.wanted)
+        return pages.of([asdict(s) | {"status": s.status.value} for s in found]) | {
+            "next_cursor": None
+        }
+    result = await ctx.store.search_sagas(wanted, pages.limit, cursor)
+    return {
+        "items": [asdict(s) | {"status": s.status.value} for s in result.items],
+        "limit": pages.limit,
+        "offset": 0,
+        "next_offset": pages.limit if result.next_cursor else None,
+        "next_cursor": result.next_cursor,
+    }
 
 
 @router.get(
@@ -187,16 +260,3 @@ async def show_saga(ctx: Ctx, who: Anyone, saga_id: str) -> dict[str, Any]:
     if stored is None:
         raise SagaNotFound(f"no saga {saga_id[:200]!r}")
     return views.saga(stored, await ctx.store.events(saga_id))
-
-
-@router.get("/catalogues/{name}", response_model=views.CatalogueView)
-async def catalogue(ctx: Ctx, who: Anyone, name: str) -> dict[str, Any]:
-    """The catalogue as a planner sees it: the plan's JSON Schema and the text (never an
-    undo)."""
-    view = render_catalogue(ctx.orchestrator.app.catalogue(name))
-    return {
-        "catalogue": view.catalogue,
-        "schema": view.schema,
-        "text": view.text,
-        "steps": list(view.steps),
-    }

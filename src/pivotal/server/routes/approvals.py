@@ -15,12 +15,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
+from pivotal import approval_view
 from pivotal.principals import Role
 from pivotal.server import views
 from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
 from pivotal.server.errors import AUTHED, responses
 from pivotal.server.limits import Page, page
+from pivotal.store.base import StoredSaga
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"], responses=responses(*AUTHED))
 
@@ -41,12 +43,18 @@ class Decision(BaseModel):
 
 @router.get("", response_model=views.Page[views.PendingRow])
 async def pending(ctx: Ctx, who: Reader, pages: Annotated[Page, Depends(page)]) -> dict[str, Any]:
-    """Pivots waiting for a decision, oldest first, each with the saga version to decide on."""
+    """Pivots waiting for a decision, oldest first, each with the saga version to decide on
+    and what the approval page shows: the request the plan was made from (``request_text``,
+    when a planning run recorded it), the ``amount`` and ``currency`` the gated step moves
+    (``headline``: "EUR 180.00") and the ``checks`` made (at submission, each rule, the
+    rules binding each amount and id, the plan against the facts now)."""
     found = await ctx.store.pending_approvals()
     chosen = pages.of(list(found[: pages.wanted]))
+    loaded = {p.saga_id: await ctx.store.load(p.saga_id) for p in chosen["items"]}
+    asked = await approval_view.requests_of(ctx.store, [s for s in loaded.values() if s])
     items = []
     for p in chosen["items"]:
-        stored = await ctx.store.load(p.saga_id)
+        stored = loaded[p.saga_id]
         items.append(
             asdict(p.approval)
             | {
@@ -57,8 +65,22 @@ async def pending(ctx: Ctx, who: Reader, pages: Annotated[Page, Depends(page)]) 
                 "version": stored.state.version if stored else None,
                 "provenance": stored.plan.provenance.model_dump(mode="json") if stored else None,
             }
+            | await _facts(ctx, stored, asked)
         )
     return chosen | {"items": items}
+
+
+async def _facts(ctx: Context, stored: StoredSaga | None, asked: dict[str, str]) -> dict[str, Any]:
+    """What the approval page shows too (``approval_view``): request_text, amount,
+    currency, headline and checks."""
+    catalogue = ctx.orchestrator.app.catalogues.get(stored.state.catalogue) if stored else None
+    if stored is None or catalogue is None:
+        return approval_view.ApprovalFacts(None, None, None, None).fields()
+    app = ctx.orchestrator.app
+    shown = await approval_view.approval_facts(
+        stored, catalogue, app.facts, asked.get(stored.state.saga_id)
+    )
+    return shown.fields()
 
 
 async def _decide(

@@ -1,0 +1,83 @@
+"""The catalogues this server serves, for any authenticated role (agents included).
+
+Each is described once, by ``pivotal.catalogue_view`` (as MCP's ``list_catalogues`` is):
+its steps with their kinds and argument schemas, its approval policy, its rollout and its
+rules, in words. By name it also carries what a planner is given (``planning.render``): the
+JSON Schema of a valid plan and the text. Never an undo, a lookup or a check's code."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field
+
+from pivotal.catalogue_view import describe_catalogue
+from pivotal.planning.render import render_catalogue
+from pivotal.principals import Role
+from pivotal.server.auth import READERS, Principal, allow
+from pivotal.server.context import Context, context
+from pivotal.server.errors import AUTHED, NotFound, responses
+
+router = APIRouter(prefix="/v1/catalogues", tags=["catalogues"], responses=responses(*AUTHED))
+
+Ctx = Annotated[Context, Depends(context)]
+Anyone = Annotated[Principal, Depends(allow(Role.AGENT, *READERS))]
+
+
+class CatalogueNotFound(NotFound):
+    """This server serves no catalogue of that name."""
+
+    code = "catalogue_not_found"
+
+
+class StepEntry(BaseModel):
+    name: str
+    kind: str = Field(description="compensable, pivot or retriable.")
+    description: str
+    args_schema: dict[str, Any] = Field(description="The JSON Schema of its arguments.")
+
+
+class CatalogueEntry(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    description: str
+    steps: list[StepEntry]
+    approval: str = Field(description="The approval policy, in words.")
+    rollout: str = Field(description="How far agent plans execute, in words.")
+    rules: list[str] = Field(description="Each rule over the whole plan, in words.")
+
+
+class CatalogueList(BaseModel):
+    items: list[CatalogueEntry]
+
+
+class CatalogueDetail(CatalogueEntry):
+    """The description, plus what a planner is given."""
+
+    catalogue: str
+    schema_: dict[str, Any] = Field(alias="schema", description="The plan's JSON Schema.")
+    text: str = Field(description="The catalogue as a planner reads it.")
+
+
+@router.get("", response_model=CatalogueList)
+async def catalogues(ctx: Ctx, who: Anyone) -> dict[str, Any]:
+    """Every catalogue this server serves, described."""
+    return {"items": [describe_catalogue(c).as_dict() for c in ctx.orchestrator.app]}
+
+
+@router.get("/{name}", response_model=CatalogueDetail, responses=responses(404))
+async def catalogue(ctx: Ctx, who: Anyone, name: str) -> dict[str, Any]:
+    """One catalogue, described, with the plan's JSON Schema and the text a planner is
+    given (never an undo). 404 ``catalogue_not_found`` for a name this server lacks."""
+    found = ctx.orchestrator.app.catalogues.get(name)
+    if found is None:
+        known = ", ".join(sorted(ctx.orchestrator.app.catalogues)) or "none"
+        raise CatalogueNotFound(f"no catalogue named {name[:200]!r}; known: {known}")
+    view = render_catalogue(found)
+    return describe_catalogue(found).as_dict() | {
+        "catalogue": view.catalogue,
+        "schema": view.schema,
+        "text": view.text,
+    }
