@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -85,3 +86,10 @@ async def add_token(store: Store, name: str, role: Role, clock: FakeClock) -> st
     secret = f"pvt_test_{name}_{role.value}"
     await store.create_token(name, role.value, hash_token(secret), clock.now())
     return secret
+
+
+def csrf_of(html: str) -> str:
+    """The CSRF token of the (first) form on a page."""
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, html
+    return found.group(1)

@@ -7,14 +7,13 @@ from __future__ import annotations
 import html
 import random
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 from pydantic import BaseModel
-from server_api import Clients, add_token
+from server_api import Clients
 
 from pivotal import (
     Catalogue,
@@ -66,39 +65,6 @@ def failing() -> Catalogue:
         raise Permanent("card declined: password=s3cr3t")
 
     return shop
-
-
-def csrf_of(page: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page)
-    assert found, page
-    return found.group(1)
-
-
-@pytest.fixture
-async def browser(api: FastAPI) -> AsyncIterator[Callable[[], httpx.AsyncClient]]:
-    made: list[httpx.AsyncClient] = []
-
-    def make() -> httpx.AsyncClient:
-        c = httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://pivotal")
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        await c.aclose()
-
-
-@pytest.fixture
-async def login(browser: Callable[[], httpx.AsyncClient], store: Store, clock: FakeClock) -> Login:
-    async def log_in(role: Role) -> httpx.AsyncClient:
-        c = browser()
-        token = await add_token(store, role.value, role, clock)
-        form = await c.get("/ui/login")
-        reply = await c.post("/ui/login", data={"token": token, "csrf": csrf_of(form.text)})
-        assert reply.status_code == 303, reply.text
-        return c
-
-    return log_in
 
 
 @pytest.fixture

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
 
 import httpx
 import pytest
-from fastapi import FastAPI
-from server_api import add_token, approval_plan
+from server_api import add_token, approval_plan, csrf_of
 
 from pivotal import FakeClock, Orchestrator, SagaStatus, parse_plan
 from pivotal.examples.commerce import CommerceApp
@@ -29,41 +27,6 @@ from pivotal.store import Store
 
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 Login = Callable[[Role], Awaitable[httpx.AsyncClient]]
-
-
-def csrf_of(html: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', html)
-    assert found, html
-    return found.group(1)
-
-
-@pytest.fixture
-async def browser(api: FastAPI) -> AsyncIterator[Callable[[], httpx.AsyncClient]]:
-    made: list[httpx.AsyncClient] = []
-
-    def make() -> httpx.AsyncClient:
-        c = httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://pivotal")
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        await c.aclose()
-
-
-@pytest.fixture
-async def login(browser: Callable[[], httpx.AsyncClient], store: Store, clock: FakeClock) -> Login:
-    async def log_in(role: Role) -> httpx.AsyncClient:
-        c = browser()
-        token = await add_token(store, role.value, role, clock)
-        form = await c.get("/ui/login")
-        reply = await c.post("/ui/login", data={"token": token, "csrf": csrf_of(form.text)})
-        assert reply.status_code == 303, reply.text
-        assert "httponly" in reply.headers["set-cookie"].lower()
-        assert "samesite=strict" in reply.headers["set-cookie"].lower()
-        return c
-
-    return log_in
 
 
 @pytest.fixture

@@ -5,20 +5,17 @@ operators only; the download for every reader)."""
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import httpx
 import pytest
-from fastapi import FastAPI
-from server_api import add_token
+from server_api import csrf_of
 
-from pivotal import FakeClock, Orchestrator, Plan, SagaStatus
+from pivotal import Orchestrator, Plan, SagaStatus
 from pivotal.engine import RunOptions
 from pivotal.examples.commerce import CommerceServices, Fault
 from pivotal.principals import Role
 from pivotal.saga_actions import rerun_id
-from pivotal.store import Store
 
 # the pages do not depend on the ledger: one backend is enough
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
@@ -27,39 +24,6 @@ PlanBuilder = Callable[..., Plan]
 Login = Callable[[Role], Awaitable[httpx.AsyncClient]]
 ABORT = 'action="/ui/sagas/{}/abort"'
 RERUN = 'action="/ui/sagas/{}/rerun"'
-
-
-def csrf_of(html: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', html)
-    assert found, html
-    return found.group(1)
-
-
-@pytest.fixture
-async def browser(api: FastAPI) -> AsyncIterator[Callable[[], httpx.AsyncClient]]:
-    made: list[httpx.AsyncClient] = []
-
-    def make() -> httpx.AsyncClient:
-        c = httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://pivotal")
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        await c.aclose()
-
-
-@pytest.fixture
-async def login(browser: Callable[[], httpx.AsyncClient], store: Store, clock: FakeClock) -> Login:
-    async def log_in(role: Role) -> httpx.AsyncClient:
-        c = browser()
-        token = await add_token(store, role.value, role, clock)
-        form = await c.get("/ui/login")
-        reply = await c.post("/ui/login", data={"token": token, "csrf": csrf_of(form.text)})
-        assert reply.status_code == 303, reply.text
-        return c
-
-    return log_in
 
 
 async def post_form(

@@ -4,11 +4,10 @@ stopped), heartbeat age, leases held, version and catalogues; the roles that rea
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import httpx
 import pytest
-from fastapi import FastAPI
 from server_api import Clients, add_token
 
 from pivotal import FakeClock, Orchestrator
@@ -83,20 +82,6 @@ async def test_an_agent_token_is_forbidden_and_none_is_unauthorized(
 
 
 # -- the page --------------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def browser(api: FastAPI) -> AsyncIterator[Callable[[], httpx.AsyncClient]]:
-    made: list[httpx.AsyncClient] = []
-
-    def make() -> httpx.AsyncClient:
-        c = httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://pivotal")
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        await c.aclose()
 
 
 async def logged_in(

@@ -108,7 +108,7 @@ class SagaFilter:
     @classmethod
     def parse(cls, given: Mapping[str, Any], now: float) -> SagaFilter:
         """The filter from the raw values a surface received, by the names of ``FIELDS``
-        (a repeatable one as a list); times as ``report.parse_moment`` reads them (``7d``,
+        (a repeatable one as a list); times as ``moments.parse_moment`` reads them (``7d``,
         ``24h``, an ISO date or date-time, UTC unless it says). Blank values are absent.
         ``InvalidFilter`` for anything else, naming what is accepted."""
         unknown = sorted(set(given) - set(FIELDS))
@@ -448,8 +448,8 @@ def _status(value: str) -> SagaStatus:
     return SagaStatus(_choice(value, "status", _STATUSES))
 
 
-# a moment as ``report.parse_moment`` reads it (a duration back from now, or an ISO date or
-# date-time, UTC unless it says); written here, as the report imports the store
+# a moment as ``pivotal.moments`` reads it (a duration back from now, or an ISO date or
+# date-time, UTC unless it says), refused as a filter's error
 def _moment(text: str, name: str, now: float) -> float:
     try:
         return parse_moment(text, now)
