@@ -38,6 +38,7 @@ from pivotal.errors import (
     PlanParseError,
     PlanRejected,
     PlanTooLarge,
+    ProgressError,
     RolloutRefused,
     RolloutShadowed,
     SagaConflict,
@@ -158,6 +159,7 @@ __all__ = [
     "VersionConflict",
     "SchemaMismatch",
     "MessageError",
+    "ProgressError",
 ]
 
 

@@ -19,12 +19,21 @@ from pivotal.errors import CatalogueError
 from pivotal.identity import ArgKind, identity_of, kind_of
 from pivotal.outbox import check_message
 from pivotal.plan import DEFAULT_LIMITS, PlanLimits
+from pivotal.progress import check as check_progress
 from pivotal.retry import NO_RETRY, RetryPolicy, RetryPredicate
 
 if TYPE_CHECKING:
     from pivotal.plan import Provenance
     from pivotal.policy import ApprovalPolicy, Rollout
     from pivotal.rules import PlanRule
+
+
+class ProgressReporter(typing.Protocol):
+    """Keeps one call's progress reports (``pivotal.progress.Reporter``)."""
+
+    def __call__(
+        self, message: str, done: float | None, total: float | None
+    ) -> Awaitable[None]: ...
 
 
 class StepKind(StrEnum):
@@ -55,6 +64,22 @@ class StepContext:
     provenance: Provenance | None = None
     traceparent: str | None = None  # W3C trace context of this call: pass it on to join
     outbox: list[dict[str, Any]] = field(default_factory=list, compare=False, repr=False)
+    # keeps this call's progress reports (``progress``); None: nobody keeps them
+    reporter: ProgressReporter | None = field(default=None, compare=False, repr=False)
+
+    async def progress(
+        self, message: str = "", *, done: float | None = None, total: float | None = None
+    ) -> None:
+        """Say how far long work got, e.g. ``await ctx.progress("copying", done=40,
+        total=100)``: operators see it live, with how long the call has run, its attempt and
+        the worker holding the saga's lease. A report also renews the lease. Kept at most
+        once a second; ``ProgressError`` says why a report cannot be kept, and ``LeaseLost``
+        that another process took the saga over (stop: this call's outcome will not be
+        recorded). A report the ledger could not keep is dropped, the call goes on."""
+        if self.reporter is not None:
+            await self.reporter(message, done, total)
+        else:
+            check_progress(message, done, total)
 
     def publish(self, type: str, data: Mapping[str, Any]) -> None:
         """Announce something to the rest of the company (a CRM, an email service, the agent

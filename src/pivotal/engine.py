@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 import math
 import random
 from collections.abc import Awaitable, Callable, Collection
@@ -24,13 +26,14 @@ from pivotal.catalogue import (
     undo_key,
 )
 from pivotal.clock import Clock
-from pivotal.errors import StoreError, VersionConflict
+from pivotal.errors import LeaseLost, StoreError, VersionConflict
 from pivotal.holds import cover, expiry_cause, lapsed_since, moment
 from pivotal.hooks import Hook, Point
 from pivotal.identity import identity_of
 from pivotal.outbox import ANNOUNCE_FAILED, checked_announcements
 from pivotal.plan import Plan, Provenance
 from pivotal.policy import DAY, ApprovalRequirement, Window
+from pivotal.progress import Reporter
 from pivotal.retry import Outcome, RetryPolicy, classify
 from pivotal.state import (
     ApprovalStatus,
@@ -47,6 +50,8 @@ from pivotal.store.base import Store
 from pivotal.telemetry import Call, Observers, Telemetry
 from pivotal.tracebacks import from_exception
 from pivotal.validation import Checked, FactSource, Recheck, recheck_bounded
+
+log = logging.getLogger("pivotal.engine")
 
 _OUTCOME_REACHED = (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.UNKNOWN)
 _MAY_HAVE_EFFECT = (
@@ -162,6 +167,10 @@ class RunOptions:
     # held (renewing one about to run out); awaited right before every intent and every
     # call that can take effect, so that a paused process never calls after losing it
     lease_check: Callable[[], Awaitable[None]] | None = None
+    # set by the holder of the pass's lease: keeps a call's progress report on step
+    # ``index`` under the lease and renews it (``LeaseKeeper.report``); ``LeaseLost`` when
+    # it was taken over. None: kept fenced by the pass's epoch, if any
+    report: Callable[[int, dict[str, Any]], Awaitable[None]] | None = None
 
 
 def _ends_pass(state: SagaState) -> bool:
@@ -414,7 +423,25 @@ class SagaRun:
             action_key=key,
             attempt=attempt,
             provenance=self.provenance,
+            reporter=Reporter(
+                functools.partial(self._report, index), self.clock, attempt, undo=undo
+            ),
         )
+
+    async def _report(self, index: int, record: dict[str, Any]) -> None:
+        """Keep a call's progress report on step ``index``; one the ledger cannot keep now is
+        dropped (the call goes on), one refused because the lease was taken over is not."""
+        try:
+            if self.options.report is not None:
+                await self.options.report(index, record)
+            elif not await self.store.record_progress(
+                self.state.saga_id, index, record, epoch=self.epoch
+            ):
+                raise LeaseLost(f"lease on saga {self.state.saga_id} was taken over")
+        except LeaseLost:
+            raise
+        except StoreError as exc:
+            log.warning("progress of saga %s step %d dropped: %s", self.state.saga_id, index, exc)
 
     def _call(self, ctx: StepContext, *, undo: bool = False) -> Call:
         return Call(

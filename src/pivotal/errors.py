@@ -218,3 +218,10 @@ class MessageError(InvalidInput):
     """An outbox message cannot be kept: its type, its data or its size is wrong."""
 
     code = "message_invalid"
+
+
+class ProgressError(InvalidInput):
+    """A progress report (``ctx.progress``) cannot be kept: its message or its figures are
+    wrong."""
+
+    code = "progress_invalid"

@@ -175,6 +175,26 @@ class LeaseKeeper:
         finally:
             lease._work = None
 
+    async def report(self, lease: Lease, index: int, record: dict[str, Any]) -> None:
+        """Keep a progress report of step ``index`` under ``lease``, renewing the lease with
+        it; a lease taken over is lost (its work cancelled) and ``LeaseLost`` raised."""
+        if lease.lost:
+            raise LeaseLost(f"lease on saga {lease.saga_id} was taken over")
+        now = self.clock.now()
+        held = await self.store.record_progress(
+            lease.saga_id,
+            index,
+            record,
+            epoch=lease.epoch if lease.in_ledger else None,
+            renew=(self.owner, now + lease.ttl) if lease.in_ledger else None,
+        )
+        if not held:
+            self.forget(lease)
+            lease.lose()
+            raise LeaseLost(f"lease on saga {lease.saga_id} was taken over")
+        if lease.in_ledger:
+            lease.expires = max(lease.expires, now + lease.ttl)
+
     async def ensure(self, lease: Lease) -> None:
         """Before a call that can take effect: ``LeaseLost`` unless this process still
         holds ``lease`` for at least a third of its length. A lease that is about to run

@@ -1,6 +1,7 @@
 """Points in time as people write them: ``7d``, ``24h``, ``30m``, ``45s``, ``2w`` back from
 now, or an ISO date or date-time (UTC unless it names its offset). The one reader of them,
-for the report's period and the saga search's ranges alike."""
+for the report's period and the saga search's ranges alike; and how long ago, as people read
+it (``age``: a worker's heartbeat, a call in progress)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,15 @@ def parse_moment(text: str, now: float) -> float:
     if not math.isfinite(at):
         raise BadMoment(f"{text[:40]!r} is not a time")
     return at
+
+
+def age(seconds: float) -> str:
+    """``seconds`` as a short age: ``4s``, ``3m 2s``, ``2h 5m``, ``3d 4h``."""
+    s = max(int(seconds), 0)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60}s"
+    if s < 86_400:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 86_400}d {s % 86_400 // 3600}h"

@@ -363,6 +363,7 @@ class Orchestrator:
             options,
             on_release=functools.partial(self.leases.freed, lease),
             lease_check=functools.partial(self.leases.ensure, lease),
+            report=functools.partial(self.leases.report, lease),
         )
 
     def lease(self, saga_id: str) -> AbstractAsyncContextManager[Lease]:

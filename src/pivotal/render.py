@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pivotal.plan import Provenance
+from pivotal.progress import Shown
 from pivotal.state import Event, EventType, SagaState, SagaStatus
 from pivotal.store.base import DeadLetter, PendingApproval, SagaSummary
 from pivotal.terminal import safe_text
@@ -258,15 +259,15 @@ def timeline_rows(events: Sequence[Event]) -> list[Row]:
 def timeline(state: SagaState, events: Sequence[Event], *, verbose: bool = False) -> Table:
     """One row per event, time relative to the first; repeated failed attempts of a step
     are one row. ``verbose``: every event its own row, a failed call's trace below it."""
-    table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
-    for col, justify in (
-        ("+ms", "right"),
-        ("event", "left"),
-        ("step", "left"),
-        ("try", "right"),
-        ("detail", "left"),
+    table = FittedTable(box=None, pad_edge=False, show_header=True, header_style="dim")
+    for col, role, justify in (
+        ("+ms", "fixed", "right"),
+        ("event", "fixed", "left"),
+        ("step", "id", "left"),
+        ("try", "fixed", "right"),
+        ("detail", "text", "left"),
     ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.column(col, role, justify=justify)  # type: ignore[arg-type]
     start = events[0].at if events else 0.0
     rows = [Row(e) for e in events] if verbose else timeline_rows(events)
     for row in rows:
@@ -298,16 +299,28 @@ def undo_notes(events: Sequence[Event]) -> dict[int, str]:
     }
 
 
-def steps_table(state: SagaState, events: Sequence[Event] = ()) -> Table:
-    """The steps; given the events, a partial or lapsed undo's note follows its status."""
-    table = Table(title="steps", title_justify="left", header_style="dim")
-    for col in ("#", "step", "kind", "status", "tries", "undo", "result / error"):
-        table.add_column(col)
+def steps_table(
+    state: SagaState,
+    events: Sequence[Event] = (),
+    progress: Mapping[int, Shown] | None = None,
+) -> Table:
+    """The steps; given the events, a partial or lapsed undo's note follows its status;
+    given the reports of calls in progress (``pivotal.progress.live``), each shows its
+    own in place of a result."""
+    table = FittedTable(
+        title="steps", title_justify="left", header_style="dim", box=None, pad_edge=False
+    )
+    columns = ("#", "step", "kind", "status", "try", "undo", "result / error")
+    roles: tuple[Role, ...] = ("fixed", "fixed", "fixed", "fixed", "fixed", "text", "text")
+    for col, role in zip(columns, roles, strict=True):
+        table.column(col, role, justify="right" if col == "try" else "left")
     notes = undo_notes(events)
+    progress = progress or {}
     for r in state.steps:
         undo = "" if r.undo_status.value == "none" else f"{r.undo_status.value} ({r.undo_attempts})"
         if r.index in notes:
             undo = f"{undo}: {_short(notes[r.index], 60)}"
+        shown = progress.get(r.index)
         table.add_row(
             str(r.index) + ("" if r.group is None else f" ∥{r.group}"),
             safe_text(r.name),
@@ -315,7 +328,9 @@ def steps_table(state: SagaState, events: Sequence[Event] = ()) -> Table:
             r.status.value,
             str(r.attempts),
             undo,
-            safe_text(_short(r.undo_error or r.error or r.result, 70)),
+            safe_text(shown.text, "cyan")
+            if shown is not None
+            else safe_text(_short(r.undo_error or r.error or r.result, 70)),
         )
     return table
 
@@ -328,6 +343,7 @@ def saga_view(
     *,
     last_error: str | None = None,
     verbose: bool = False,
+    progress: Mapping[int, Shown] | None = None,
 ) -> Group:
     """A saga as an operator reads it; ``last_error``: why its last pass ended without
     progress, or why a worker gave it back unrun (it cannot serve it), as the ledger keeps
@@ -354,7 +370,7 @@ def saga_view(
         head.add_row("approval", safe_text(f"{a.status.value}{by} — {a.reason}"))
     return Group(
         Panel(head, expand=False),
-        steps_table(state, events),
+        steps_table(state, events, progress),
         Panel(
             timeline(state, events, verbose=verbose),
             title="events",

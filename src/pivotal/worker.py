@@ -516,6 +516,7 @@ class Worker:
             # the commit that ends the pass frees the lease: no release commit after it
             on_release=functools.partial(orch.leases.freed, lease),
             lease_check=functools.partial(orch.leases.ensure, lease),
+            report=functools.partial(orch.leases.report, lease),
         )
         self.stats.runs += 1
         error: str | None = None

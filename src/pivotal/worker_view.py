@@ -11,18 +11,6 @@ from pivotal.store.base import WorkerInfo
 LEASES_SHOWN = 5  # saga ids a table cell names before it counts the rest
 
 
-def age(seconds: float) -> str:
-    """``seconds`` as a short age: ``4s``, ``3m 2s``, ``2h 5m``, ``3d 4h``."""
-    s = max(int(seconds), 0)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60}s"
-    if s < 86_400:
-        return f"{s // 3600}h {s % 3600 // 60}m"
-    return f"{s // 86_400}d {s % 86_400 // 3600}h"
-
-
 def describe(worker: WorkerInfo, now: float) -> dict[str, Any]:
     """One worker as JSON: its name, state (alive, stale or stopped), heartbeat and its age,
     start, stop, Pivotal version, catalogues served and the sagas whose leases it holds."""

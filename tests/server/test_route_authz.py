@@ -150,6 +150,7 @@ TABLE: dict[tuple[str, str], Row] = {
     ("GET", "/ui/sagas"): page(READERS, Call("/ui/sagas")),
     ("GET", "/ui/sagas/{saga_id}"): page(READERS, Call("/ui/sagas/nope")),
     ("GET", "/ui/sagas/{saga_id}/events.json"): page(READERS, Call("/ui/sagas/nope/events.json")),
+    ("GET", "/ui/sagas/{saga_id}/live"): page(READERS, Call("/ui/sagas/nope/live")),
     ("POST", "/ui/sagas/{saga_id}/abort"): page({OPERATOR}, Call("/ui/sagas/nope/abort", WHY)),
     ("POST", "/ui/sagas/{saga_id}/rerun"): page({OPERATOR}, Call("/ui/sagas/nope/rerun", {})),
     ("GET", "/ui/needs-human"): page(READERS, Call("/ui/needs-human")),

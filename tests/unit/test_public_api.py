@@ -94,6 +94,7 @@ CURATED = [
     "VersionConflict",
     "SchemaMismatch",
     "MessageError",
+    "ProgressError",
 ]
 # Importable from ``pivotal`` for existing code, but not part of ``__all__``.
 KEPT_FOR_COMPATIBILITY = [

@@ -3,12 +3,18 @@ a person; abort one before its pivot; run a compensated one's plan again."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Annotated, Any
 
 import typer
+from rich.console import Group
+from rich.live import Live
 from rich.text import Text
 
+from pivotal import progress as live_progress
 from pivotal import render, saga_actions
 from pivotal.cli._shared import (
     JsonFlag,
@@ -30,7 +36,7 @@ from pivotal.cli._shared import (
 )
 from pivotal.errors import SagaNotFound
 from pivotal.state import Event, SagaState, SagaStatus
-from pivotal.store import StoredSaga, count_rows
+from pivotal.store import Store, StoredSaga, count_rows
 from pivotal.store.search import MAX_LIMIT as MAX_SEARCH
 from pivotal.store.search import InvalidFilter, SagaFilter
 from pivotal.terminal import printable
@@ -177,23 +183,69 @@ def sagas_show(
             help="Every event its own row (retries too), and each failed call's traceback.",
         ),
     ] = False,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="Show it again every 2 seconds, with the progress of long work, until it "
+            "comes to rest (Ctrl-C stops watching; the saga goes on).",
+        ),
+    ] = False,
 ) -> None:
-    """Status, steps, events and provenance of one saga."""
+    """Status, steps, events and provenance of one saga; a call in progress shows what it
+    last reported (ctx.progress), how long it has run and the worker holding it."""
+    if watch and as_json:
+        raise typer.BadParameter("--watch shows a table: use one or the other", param_hint="--json")
 
-    async def work() -> tuple[StoredSaga, list[Event]]:
+    async def work() -> Shown:
         async with reading(settings_of(ctx)) as store:
-            stored = await store.load(saga_id)
-            if stored is None:
-                raise SagaNotFound(f"no saga {saga_id!r}")
-            return stored, await store.events(saga_id)
+            return await read_saga(store, saga_id)
 
-    stored, events = run(work())
+    if watch:
+        try:
+            run(watch_saga(ctx, saga_id, verbose=verbose))
+        except KeyboardInterrupt:
+            err.print(Text(printable(f"stopped watching {saga_id}; the saga goes on")))
+        return
+    stored, events, progress = run(work())
     if verbose and not as_json:  # what is new here is shown redacted, as `sagas events` does
         events = saga_actions.redacted(events)
-    print_saga(stored, events, as_json=as_json, verbose=verbose)
+    print_saga(stored, events, as_json=as_json, verbose=verbose, progress=progress)
 
 
-def saga_json(stored: StoredSaga, events: list[Event]) -> dict[str, Any]:
+Shown = tuple[StoredSaga, list[Event], dict[int, live_progress.Shown]]
+WATCH_EVERY = 2.0  # seconds between two looks of ``sagas show --watch``
+
+
+async def read_saga(store: Store, saga_id: str) -> Shown:
+    """The saga, its events and the reports of its calls in progress."""
+    stored = await store.load(saga_id)
+    if stored is None:
+        raise SagaNotFound(f"no saga {saga_id!r}")
+    events = await store.events(saga_id)
+    return stored, events, await live_progress.live(store, stored.state, time.time())
+
+
+async def watch_saga(ctx: typer.Context, saga_id: str, *, verbose: bool) -> None:
+    """``sagas show --watch``: the view redrawn in place until the saga is at rest."""
+    async with reading(settings_of(ctx)) as store:
+        stored, events, progress = await read_saga(store, saga_id)
+        with Live(console=out, auto_refresh=False) as shown:
+            while True:
+                if verbose:
+                    events = saga_actions.redacted(events)
+                shown.update(saga_view(stored, events, verbose, progress), refresh=True)
+                if stored.state.status.terminal:
+                    return
+                await asyncio.sleep(WATCH_EVERY)
+                stored, events, progress = await read_saga(store, saga_id)
+
+
+def saga_json(
+    stored: StoredSaga,
+    events: list[Event],
+    progress: Mapping[int, live_progress.Shown] | None = None,
+) -> dict[str, Any]:
     state = stored.state
     return {
         "saga_id": state.saga_id,
@@ -207,27 +259,41 @@ def saga_json(stored: StoredSaga, events: list[Event]) -> dict[str, Any]:
         "rationale": stored.plan.rationale,
         "approval": asdict(state.approval) if state.approval else None,
         "steps": [asdict(r) for r in state.steps],
+        "progress": live_progress.as_json(progress or {}),
         "events": [asdict(e) | {"type": e.type.value} for e in events],
     }
 
 
+def saga_view(
+    stored: StoredSaga,
+    events: list[Event],
+    verbose: bool,
+    progress: Mapping[int, live_progress.Shown] | None,
+) -> Group:
+    plan = stored.plan
+    return render.saga_view(
+        stored.state,
+        events,
+        plan.provenance,
+        plan.rationale,
+        last_error=stored.last_error,
+        verbose=verbose,
+        progress=progress,
+    )
+
+
 def print_saga(
-    stored: StoredSaga, events: list[Event], *, as_json: bool, verbose: bool = False
+    stored: StoredSaga,
+    events: list[Event],
+    *,
+    as_json: bool,
+    verbose: bool = False,
+    progress: Mapping[int, live_progress.Shown] | None = None,
 ) -> None:
     if as_json:
-        dump(saga_json(stored, events))
+        dump(saga_json(stored, events, progress))
         return
-    plan = stored.plan
-    out.print(
-        render.saga_view(
-            stored.state,
-            events,
-            plan.provenance,
-            plan.rationale,
-            last_error=stored.last_error,
-            verbose=verbose,
-        )
-    )
+    out.print(saga_view(stored, events, verbose, progress))
 
 
 @sagas.command("resume")

@@ -10,10 +10,11 @@ from rich.text import Text
 
 from pivotal.cli._shared import JsonFlag, Limit, dump, note_cut, out, reading, run, settings_of
 from pivotal.clock import SystemClock
+from pivotal.moments import age
 from pivotal.render import when
 from pivotal.store.base import WorkerInfo
 from pivotal.terminal import safe_text
-from pivotal.worker_view import age, describe, leases_text
+from pivotal.worker_view import describe, leases_text
 
 STATE_STYLES = {"alive": "green", "stale": "yellow", "stopped": "dim"}
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pivotal.progress import Shown, as_json
 from pivotal.state import Event, SagaState, SagaStatus
 from pivotal.store.base import DeadLetter, StoredSaga
 
@@ -22,8 +24,11 @@ def outcome(state: SagaState) -> dict[str, Any]:
     }
 
 
-def saga(stored: StoredSaga, events: list[Event]) -> dict[str, Any]:
-    """Status, steps, the events timeline and provenance of one saga."""
+def saga(
+    stored: StoredSaga, events: list[Event], progress: Mapping[int, Shown] | None = None
+) -> dict[str, Any]:
+    """Status, steps, the events timeline and provenance of one saga; ``progress``: the
+    reports of its calls in progress (``pivotal.progress.live``)."""
     state = stored.state
     return outcome(state) | {
         "catalogue": state.catalogue,
@@ -34,6 +39,7 @@ def saga(stored: StoredSaga, events: list[Event]) -> dict[str, Any]:
         "rationale": stored.plan.rationale,
         "plan": stored.plan.model_dump(mode="json"),
         "steps": [asdict(r) for r in state.steps],
+        "progress": as_json(progress or {}),
         "events": [asdict(e) | {"type": e.type.value} for e in events],
     }
 
@@ -74,6 +80,10 @@ class SagaView(Outcome):
     rationale: str
     plan: dict[str, Any]
     steps: list[dict[str, Any]]
+    progress: dict[str, dict[str, Any]] = Field(
+        description="By step index, what each call in progress last reported (ctx.progress), "
+        "with its attempt, when it began (since) and reported (at), and a line to show."
+    )
     events: list[dict[str, Any]]
 
 

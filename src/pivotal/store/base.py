@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, Self
+from typing import Any, Protocol, Self
 
 from pivotal.outbox import Message
 from pivotal.plan import Plan, Provenance
@@ -219,6 +219,24 @@ class Store(Protocol):
         self, owner: str, leases: Mapping[str, int], ttl: float, now: float
     ) -> set[str]:
         """Extend the leases still held at these epochs; return the saga ids still held."""
+        ...
+
+    async def record_progress(
+        self,
+        saga_id: str,
+        index: int,
+        record: Mapping[str, Any],
+        *,
+        epoch: int | None,
+        renew: tuple[str, float] | None = None,
+    ) -> bool:
+        """Keep ``record`` as the progress of step ``index``'s call in progress, fenced by
+        ``epoch`` (None: unfenced); ``renew`` (owner, expires at) extends the lease with it.
+        False: the lease is no longer held at ``epoch``, nothing was written."""
+        ...
+
+    async def progress_of(self, saga_id: str) -> dict[int, dict[str, Any]]:
+        """The last progress report kept of each step, by step index."""
         ...
 
     async def expire_leases(self, now: float) -> list[str]:

@@ -213,6 +213,19 @@ RELEASE_FAILED = _RELEASE + "last_error = ? WHERE saga_id = ? AND lease_epoch = 
 
 # -- operator views --------------------------------------------------------------------------
 
+# A progress report (``record_progress``): the lease renewed with it, if held; the report
+# kept, if the lease is still held by its epoch (or unfenced)
+RENEW_WITH_PROGRESS = (
+    "UPDATE sagas SET lease_expires_at = ? WHERE saga_id = ? AND lease_owner = ? AND "
+    "lease_epoch = ?"
+)
+SET_PROGRESS = "UPDATE steps SET progress = ? WHERE saga_id = ? AND idx = ?"
+SET_PROGRESS_FENCED = (
+    SET_PROGRESS + " AND EXISTS (SELECT 1 FROM sagas WHERE saga_id = ? AND lease_epoch = ?)"
+)
+SELECT_PROGRESS = (
+    "SELECT idx, progress FROM steps WHERE saga_id = ? AND progress IS NOT NULL ORDER BY idx"
+)
 SELECT_LEASE = "SELECT lease_owner, lease_epoch, lease_expires_at FROM sagas WHERE saga_id = ?"
 _SUMMARIES = "SELECT saga_id, catalogue, status, reason, created_at, updated_at FROM sagas"
 _NEWEST = " ORDER BY created_at DESC, saga_id LIMIT ?"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import json
 import os
 import uuid
 from collections.abc import Mapping, Sequence
@@ -393,6 +394,31 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         else:
             released = Stmt(q.RELEASE_FAILED, (error[:2000], saga_id, epoch))
         await self._batch([released, *self._notify(saga_id)])
+
+    async def record_progress(
+        self,
+        saga_id: str,
+        index: int,
+        record: Mapping[str, Any],
+        *,
+        epoch: int | None,
+        renew: tuple[str, float] | None = None,
+    ) -> bool:
+        text = json.dumps(record, separators=(",", ":"), allow_nan=False)
+        stmts = []
+        if renew is not None and epoch is not None:
+            owner, until = renew
+            stmts.append(Stmt(q.RENEW_WITH_PROGRESS, (until, saga_id, owner, epoch), guard=True))
+        if epoch is None:
+            stmts.append(Stmt(q.SET_PROGRESS, (text, saga_id, index)))
+        else:
+            fenced = (text, saga_id, index, saga_id, epoch)
+            stmts.append(Stmt(q.SET_PROGRESS_FENCED, fenced, guard=True))
+        return not (await self._batch(stmts)).stopped
+
+    async def progress_of(self, saga_id: str) -> dict[int, dict[str, Any]]:
+        found = await self._fetch(q.SELECT_PROGRESS, (saga_id,))
+        return {int(idx): json.loads(text) for idx, text in found}
 
     # -- operator views -----------------------------------------------------------------
 

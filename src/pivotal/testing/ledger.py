@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from pivotal.errors import StoreError
 from pivotal.outbox import Message
@@ -197,6 +198,20 @@ class FlakyStore:
 
     async def expire_leases(self, now: float) -> list[str]:
         return await self.inner.expire_leases(now)
+
+    async def record_progress(
+        self,
+        saga_id: str,
+        index: int,
+        record: Mapping[str, Any],
+        *,
+        epoch: int | None,
+        renew: tuple[str, float] | None = None,
+    ) -> bool:
+        return await self.inner.record_progress(saga_id, index, record, epoch=epoch, renew=renew)
+
+    async def progress_of(self, saga_id: str) -> dict[int, dict[str, Any]]:
+        return await self.inner.progress_of(saga_id)
 
     async def release(
         self, saga_id: str, epoch: int, error: str | None = None, *, counted: bool = True

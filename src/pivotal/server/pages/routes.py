@@ -18,6 +18,7 @@ from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from pivotal import approval_view, saga_actions
+from pivotal import progress as live_progress
 from pivotal.errors import (
     ApprovalError,
     FourEyesError,
@@ -386,25 +387,49 @@ async def saga(request: Request, saga_id: str, notice: str = "") -> Response:
     who = await _who(request, READERS)
     if not isinstance(who, Viewer):
         return who
-    ctx = _ctx(request)
+    values = await _saga_values(_ctx(request), saga_id)
+    if values is None:
+        return refused(request, who, 404, "There is no such saga.")
+    return page(request, "saga.html", 200, who, notice=NOTICES.get(notice, ""), **values)
+
+
+LIVE_PARTS = {"head": "_saga_live_head.html", "body": "_saga_live_body.html"}
+
+
+@router.get("/sagas/{saga_id}/live")
+async def saga_live(request: Request, saga_id: str, part: str = "body") -> Response:
+    """A part of the saga's page as it stands now, for the page to follow a saga that is
+    not at rest (``poll.js``); marked ``X-Poll-Stop`` once it is at rest."""
+    who = await _who(request, READERS)
+    if not isinstance(who, Viewer):
+        return who
+    values = await _saga_values(_ctx(request), saga_id)
+    if values is None or part not in LIVE_PARTS:
+        return refused(request, who, 404, "There is no such saga.")
+    shown = page(request, LIVE_PARTS[part], 200, who, **values)
+    if not values["following"]:
+        shown.headers["X-Poll-Stop"] = "at rest"
+    return shown
+
+
+async def _saga_values(ctx: Context, saga_id: str) -> dict[str, Any] | None:
+    """What the saga's page shows of it now (None: there is no such saga)."""
     stored = await ctx.store.load(saga_id)
     if stored is None:
-        return refused(request, who, 404, "There is no such saga.")
+        return None
+    state = stored.state
     events = await ctx.store.events(saga_id)
-    return page(
-        request,
-        "saga.html",
-        200,
-        who,
-        saga=views.head(stored),
-        steps=views.steps(stored, events),
-        events=views.timeline(stored.state, events),
-        pictures=pictures.for_page(stored.state, events, ctx.orchestrator.app),
-        notice=NOTICES.get(notice, ""),
-        parked=stored.state.status is SagaStatus.NEEDS_HUMAN,
-        awaiting=stored.state.status is SagaStatus.AWAITING_APPROVAL,
-        actions=saga_actions.offered(stored.state),
-    )
+    progress = await live_progress.live(ctx.store, state, ctx.clock.now())
+    return {
+        "saga": views.head(stored),
+        "steps": views.steps(stored, events, progress),
+        "events": views.timeline(state, events),
+        "pictures": pictures.for_page(state, events, ctx.orchestrator.app),
+        "parked": state.status is SagaStatus.NEEDS_HUMAN,
+        "awaiting": state.status is SagaStatus.AWAITING_APPROVAL,
+        "following": not state.status.terminal,
+        "actions": saga_actions.offered(state),
+    }
 
 
 # -- any saga: abort, run again, download its events (``saga_actions``) -------------------

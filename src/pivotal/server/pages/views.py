@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
 from pivotal import approval_view, render
 from pivotal.catalogue import Catalogue
 from pivotal.plan import Plan
+from pivotal.progress import Shown
 from pivotal.redaction import redact
 from pivotal.state import ApprovalStatus, Event, SagaState, StepStatus
 from pivotal.store.base import DeadLetter, PendingApproval, StoredSaga
@@ -86,12 +87,19 @@ def queue_item(
     }
 
 
-def steps(stored: StoredSaga, events: Sequence[Event] = ()) -> list[dict[str, Any]]:
-    """The saga's steps; given its events, each partial undo with its note."""
+def steps(
+    stored: StoredSaga,
+    events: Sequence[Event] = (),
+    progress: Mapping[int, Shown] | None = None,
+) -> list[dict[str, Any]]:
+    """The saga's steps; given its events, each partial undo with its note; given the
+    reports of calls in progress (``pivotal.progress.live``), each with its own."""
     args = _args(stored.plan)
     notes = render.undo_notes(events)
+    progress = progress or {}
     rows = []
     for r in stored.state.steps:
+        shown = progress.get(r.index)
         rows.append(
             {
                 "index": r.index,
@@ -104,6 +112,10 @@ def steps(stored: StoredSaga, events: Sequence[Event] = ()) -> list[dict[str, An
                 "undo": "" if r.undo_status.value == "none" else r.undo_status.value,
                 "undo_note": as_text(notes[r.index], 200) if r.index in notes else "",
                 "outcome": as_text(redact(as_text(r.undo_error or r.error or r.result, 4000)), 200),
+                "progress": None if shown is None else shown.text,
+                "percent": None
+                if shown is None or shown.fraction is None
+                else round(shown.fraction * 100),
             }
         )
     return rows

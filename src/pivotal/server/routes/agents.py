@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from pivotal import progress as live_progress
 from pivotal import saga_scope
 from pivotal.agent_view import WAITING
 from pivotal.agent_view import SagaView as AgentSagaView
@@ -259,4 +260,6 @@ async def show_saga(ctx: Ctx, who: Anyone, saga_id: str) -> dict[str, Any]:
     stored = await ctx.store.load(saga_id)
     if stored is None:
         raise SagaNotFound(f"no saga {saga_id[:200]!r}")
-    return views.saga(stored, await ctx.store.events(saga_id))
+    events = await ctx.store.events(saga_id)
+    progress = await live_progress.live(ctx.store, stored.state, ctx.clock.now())
+    return views.saga(stored, events, progress)

@@ -1,0 +1,165 @@
+"""Progress of long work: what a running call reports with ``ctx.progress(...)``.
+
+A call that takes minutes (a file copied, a batch sent) says how far it got. Each report is
+checked here, then kept on the step's row in the ledger by the holder of the saga's lease,
+fenced by its epoch, and the lease is renewed with it: a report is also proof that the
+work is alive. A call whose lease was taken over learns it from its next report
+(``LeaseLost``), and stops. Reports are kept at most once per ``EVERY`` seconds (a call may
+report in a tight loop); the latest one within that time waits for the next.
+
+Operators see the report of the attempt in progress, with how long it has run, its attempt
+and the worker holding the lease (``describe``), on the CLI, the API and the page alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pivotal.clock import Clock
+from pivotal.errors import ProgressError
+from pivotal.moments import age
+from pivotal.redaction import redact
+from pivotal.state import SagaState, StepRecord, StepStatus, UndoStatus
+
+if TYPE_CHECKING:
+    from pivotal.store.base import Store
+
+EVERY = 1.0  # seconds between two reports kept of one call
+MAX_MESSAGE = 500  # characters of a report's message
+
+
+def check(message: str, done: float | None, total: float | None) -> dict[str, Any]:
+    """A report as it is kept; ``ProgressError`` says why it cannot be."""
+    if not isinstance(message, str) or len(message) > MAX_MESSAGE:
+        raise ProgressError(f"a progress message is text of at most {MAX_MESSAGE} characters")
+    # kept as a person may read it: on one line, without a password or token it quotes
+    record: dict[str, Any] = {"message": redact(" ".join(message.split()))}
+    for name, value in (("done", done), ("total", total)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ProgressError(f"progress {name} is a number, not {value!r:.40}")
+        if not (math.isfinite(value) and value >= 0):
+            raise ProgressError(f"progress {name} is a finite number of 0 or more")
+        record[name] = value
+    if total is not None and done is not None and done > total:
+        raise ProgressError(f"progress done ({done}) is more than its total ({total})")
+    if total is not None and done is None:
+        raise ProgressError("progress with a total says how much is done")
+    return record
+
+
+Sink = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class Reporter:
+    """The reports of one call (one attempt of an action or of an undo): each stamped with
+    the call's start, its attempt and when it was made, and passed to ``sink`` at most once
+    per ``EVERY`` seconds."""
+
+    __slots__ = ("_clock", "_last", "_sink", "attempt", "since", "undo")
+
+    def __init__(self, sink: Sink, clock: Clock, attempt: int, *, undo: bool = False) -> None:
+        self._sink = sink
+        self._clock = clock
+        self._last = -math.inf
+        self.attempt = attempt
+        self.undo = undo
+        self.since = clock.now()
+
+    async def __call__(self, message: str, done: float | None, total: float | None) -> None:
+        record = check(message, done, total)
+        now = self._clock.now()
+        if now - self._last < EVERY:
+            return
+        self._last = now
+        record |= {"attempt": self.attempt, "since": self.since, "at": now}
+        if self.undo:
+            record["undo"] = True
+        await self._sink(record)
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """A step's report as an operator reads it: ``text`` in one line, ``fraction`` (0-1)
+    when the report has a total."""
+
+    text: str
+    fraction: float | None
+    record: Mapping[str, Any]
+
+
+def current(step: StepRecord, record: Mapping[str, Any] | None) -> bool:
+    """Whether ``record`` reports the call of ``step`` that is in progress (not an earlier
+    attempt's, nor the action's once its undo runs)."""
+    if not record:
+        return False
+    if record.get("undo"):
+        return step.undo_status is UndoStatus.STARTED and record.get("attempt") == (
+            step.undo_attempts
+        )
+    return step.status is StepStatus.STARTED and record.get("attempt") == step.attempts
+
+
+def describe(
+    step: StepRecord, record: Mapping[str, Any] | None, now: float, holder: str | None
+) -> Shown | None:
+    """The report of the call in progress on ``step``, or None when it has none."""
+    if record is None or not current(step, record):
+        return None
+    parts = []
+    done, total = record.get("done"), record.get("total")
+    fraction = None
+    if total is not None and done is not None:
+        fraction = 1.0 if total == 0 else min(1.0, done / total)
+        parts.append(f"{_figure(done)} of {_figure(total)} ({fraction:.0%})")
+    elif done is not None:
+        parts.append(f"{_figure(done)} done")
+    if record.get("message"):
+        parts.append(str(record["message"]))
+    what = "undo attempt" if record.get("undo") else "attempt"
+    parts.append(f"{what} {record.get('attempt')}, running {age(now - record['since'])}")
+    parts.append(f"reported {age(now - record['at'])} ago")
+    if holder:
+        parts.append(f"held by {holder}")
+    return Shown(" · ".join(parts), fraction, record)
+
+
+def _figure(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def in_progress(state: SagaState) -> bool:
+    """Whether a call of the saga may be in progress now (a report may be worth reading)."""
+    return not state.status.terminal and any(
+        s.status is StepStatus.STARTED or s.undo_status is UndoStatus.STARTED for s in state.steps
+    )
+
+
+async def live(store: Store, state: SagaState, now: float) -> dict[int, Shown]:
+    """The reports of the saga's calls in progress, by step index, as ``describe`` shows
+    them (read from the ledger only when a call may be in progress)."""
+    if not in_progress(state):
+        return {}
+    records = await store.progress_of(state.saga_id)
+    if not records:
+        return {}
+    lease = await store.lease_of(state.saga_id)
+    holder = lease[0] if lease is not None else None
+    shown = {
+        index: describe(state.steps[index], record, now, holder)
+        for index, record in records.items()
+        if index < len(state.steps)
+    }
+    return {index: s for index, s in shown.items() if s is not None}
+
+
+def as_json(shown: Mapping[int, Shown]) -> dict[str, dict[str, Any]]:
+    """``live``'s reports as the API and ``--json`` give them, by step index."""
+    return {
+        str(index): {**s.record, "text": s.text, "fraction": s.fraction}
+        for index, s in shown.items()
+    }
