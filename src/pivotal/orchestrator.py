@@ -247,7 +247,7 @@ class Orchestrator:
                 "catalogue_digest": catalogue_digest(catalogue),
                 "provenance_ref": plan.provenance.ref(),
                 "rationale": plan.rationale,
-                **_trace(self.telemetry.traceparent()),
+                **_trace(self.telemetry.submission_trace(saga_id)),
                 "steps": [
                     {
                         "name": f.call.name,

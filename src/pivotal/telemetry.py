@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from pivotal.state import Event, SagaState
@@ -61,8 +61,13 @@ class Telemetry:
         (``reason``: a step its catalogue lacks, or has of another kind; a rolling deploy)."""
 
     def traceparent(self) -> str | None:
-        """The current trace context, recorded with a saga submitted now."""
+        """The current trace context."""
         return None
+
+    def submission_trace(self, saga_id: str) -> str | None:
+        """The trace context recorded with the saga submitted now, which every pass of it
+        joins: the current one, by default."""
+        return self.traceparent()
 
 
 class Observers(Telemetry):
@@ -122,11 +127,18 @@ class Observers(Telemetry):
                 log.exception("observer %s failed on a refused saga %s", o, state.saga_id)
 
     def traceparent(self) -> str | None:
+        return self._first("traceparent", lambda o: o.traceparent())
+
+    def submission_trace(self, saga_id: str) -> str | None:
+        return self._first("submission_trace", lambda o: o.submission_trace(saga_id))
+
+    def _first(self, what: str, ask: Callable[[Telemetry], str | None]) -> str | None:
+        """The first trace context an observer gives (one that raises is skipped)."""
         for o in self.observers:
             try:
-                found = o.traceparent()
+                found = ask(o)
             except Exception:
-                log.exception("observer %s failed to give the trace context", o)
+                log.exception("observer %s failed to give the trace context (%s)", o, what)
                 continue
             if found:
                 return found

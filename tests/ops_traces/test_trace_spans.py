@@ -77,8 +77,9 @@ async def test_a_completed_saga_has_a_pass_span_and_a_span_per_step(
 
     spans = exporter.get_finished_spans()
     [saga_pass] = named(spans, "pivotal.saga_pass")
+    [submitted] = named(spans, "pivotal.submit")
     steps = named(spans, "pivotal.step ")
-    assert len(spans) == 1 + len(steps)
+    assert len(spans) == 2 + len(steps)
     assert [s.name for s in steps] == [
         "pivotal.step reserve_stock",
         "pivotal.step charge_payment",
@@ -92,7 +93,9 @@ async def test_a_completed_saga_has_a_pass_span_and_a_span_per_step(
         "pivotal.status": "completed",
     }
     assert saga_pass.status.status_code is StatusCode.UNSET
-    assert saga_pass.parent is None  # submitted under no trace: the pass starts one
+    assert submitted.parent is None  # submitted under no trace: the submission starts one
+    assert saga_pass.parent is not None
+    assert saga_pass.parent.span_id == ids_of(submitted)[1]
     trace_id = ids_of(saga_pass)[0]
     for index, span in enumerate(steps):
         assert span.parent is not None
@@ -305,3 +308,28 @@ async def test_members_of_a_parallel_group_nest_under_the_pass(
     for span in named(spans, "pivotal.step "):
         assert span.parent is not None
         assert span.parent.span_id == ids_of(saga_pass)[1]
+
+
+async def test_a_saga_submitted_outside_any_trace_gets_one_that_every_pass_joins(
+    traced: Orchestrator,
+    exporter: InMemorySpanExporter,
+    fulfilment_plan: Any,
+) -> None:
+    """``pivotal submit`` in one shell, ``approvals approve --run`` in another: one trace."""
+    submitted = await traced.submit(fulfilment_plan("4471", amount="180.00"), saga_id="cli")
+    assert submitted.traceparent is not None
+    [root] = named(exporter.get_finished_spans(), "pivotal.submit")
+    assert root.parent is None
+    assert attrs(root)["pivotal.saga_id"] == "cli"
+    assert ids(submitted.traceparent) == ids_of(root)
+
+    assert (await traced.run("cli")).status is SagaStatus.AWAITING_APPROVAL
+    assert (await traced.approve("cli", "maria", "known customer")).status is (
+        SagaStatus.COMPLETED
+    )
+
+    spans = exporter.get_finished_spans()
+    passes = named(spans, "pivotal.saga_pass")
+    assert len(passes) == 2
+    assert all(p.parent is not None and p.parent.span_id == root.context.span_id for p in passes)
+    assert {ids_of(s)[0] for s in spans} == {root.context.trace_id}

@@ -90,6 +90,19 @@ class Tracing(Telemetry):
         """The current span's W3C ``traceparent``; None without a valid current span."""
         return self._header(trace.get_current_span())
 
+    def submission_trace(self, saga_id: str) -> str | None:
+        """The current span's context; a saga submitted outside any span (``pivotal
+        submit``, a script) gets a trace of its own: a ``pivotal.submit`` span, ended at
+        once, under which every pass of the saga then runs (after an approval from another
+        shell, a crash, a resume), instead of each pass starting a trace of its own."""
+        current = self.traceparent()
+        if current is not None:
+            return current
+        # no span is current: this one is a root
+        span = self.tracer.start_span("pivotal.submit", attributes={"pivotal.saga_id": saga_id})
+        span.end()
+        return self._header(span)
+
     def _header(self, span: trace.Span) -> str | None:
         if not span.get_span_context().is_valid:
             return None
