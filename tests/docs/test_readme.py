@@ -4,8 +4,10 @@ Every fenced block the README marks ``<!-- file: PATH -->`` is that file of the 
 byte for byte; every other ``python`` block is run, from a copy of
 ``examples/first_catalogue`` and with top-level ``await`` (as ``python -m asyncio`` runs
 code), and is pasted, line by line, into ``python -m asyncio`` itself (where a block ends
-only at a blank line); the ``sh`` block marked ``<!-- run: DIR -->`` is run, command by
-command as written, with the installed ``pivotal`` first on ``PATH``, in a copy of ``DIR``.
+only at a blank line); a block marked ``<!-- output: SCRIPT -->`` is what the script prints
+(but for its saga ids, new on every run); the ``sh`` block marked ``<!-- run: DIR -->`` is
+run, command by command as written, with the installed ``pivotal`` first on ``PATH``, in a
+copy of ``DIR``.
 Every ``--app`` the README gives for the first catalogue loads, the walk-through first says
 how to get the ``pivotal`` command, and the chaos table's abbreviations are explained.
 """
@@ -36,7 +38,7 @@ ROOT = Path(__file__).parents[2]
 README = ROOT / "README.md"
 FIRST = ROOT / "examples" / "first_catalogue"
 BIN = Path(sys.executable).parent
-MARKER = re.compile(r"^<!-- (file|run): (\S+) -->\s*$")
+MARKER = re.compile(r"^<!-- (file|run|output): (\S+) -->\s*$")
 
 RUN_SNIPPET = """
 import ast, asyncio, inspect, sys
@@ -80,6 +82,9 @@ BLOCKS = blocks()
 FILES = [b for b in BLOCKS if b.marker and b.marker[0] == "file"]
 SNIPPETS = [b for b in BLOCKS if b.lang == "python" and b.marker is None]
 [WALKTHROUGH] = [b for b in BLOCKS if b.marker and b.marker[0] == "run"]
+OUTPUTS = [b for b in BLOCKS if b.marker and b.marker[0] == "output"]
+# what differs between two runs of an example: its saga ids (digests of random ids)
+VARYING = re.compile(r"adk-[0-9a-f]{24}")
 
 
 def env() -> dict[str, str]:
@@ -279,3 +284,23 @@ def test_the_testing_extra_brings_what_the_chaos_fixture_needs() -> None:
     assert names == {"pytest", "pytest-asyncio", "hypothesis"}
     assert 'pip install "pivotal[testing]"' in README.read_text()
     assert project["entry-points"]["pytest11"]["pivotal"] == "pivotal.testing.plugin"
+
+
+@pytest.mark.parametrize("block", OUTPUTS, ids=lambda b: b.where)
+def test_an_output_shown_is_what_the_script_prints(block: Block) -> None:
+    assert block.marker is not None
+    script = ROOT / block.marker[1]
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in env().items() if not k.startswith(("GOOGLE_", "GEMINI_"))},
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert VARYING.sub("adk-…", done.stdout) == VARYING.sub("adk-…", block.text), block.where
+
+
+def test_the_adk_example_output_is_checked() -> None:
+    assert [b.marker for b in OUTPUTS] == [("output", "examples/adk_order_saga/main.py")]
