@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from pivotal.redaction import redact
 from pivotal.state import SagaStatus, UndoStatus
 from pivotal.store.base import StoredSaga
 
@@ -93,7 +94,7 @@ def agent_saga(stored: StoredSaga) -> SagaView:
         catalogue=state.catalogue,
         status=state.status,
         finished=state.status.terminal,
-        reason=state.reason,
+        reason=None if state.reason is None else redact(state.reason),
         submitted_by=stored.plan.provenance.actor_id,
         steps=[
             StepView(

@@ -124,6 +124,33 @@ def redacted(events: Sequence[Event]) -> list[Event]:
     return [replace(e, data=_redacted(dict(e.data))) for e in events]
 
 
+def shown(stored: StoredSaga, events: Sequence[Event]) -> tuple[StoredSaga, list[Event]]:
+    """The saga and its events as every surface shows them to a person (``sagas show``,
+    ``GET /v1/sagas/{id}``, the saga's page and its pictures): each step's result and
+    errors, the saga's reason, its approval's texts, its last error and the events'
+    data passed through ``redaction.redact``."""
+    state = stored.state
+    steps = tuple(
+        replace(
+            r,
+            result=_redacted(r.result),
+            error=_text(r.error),
+            undo_error=_text(r.undo_error),
+        )
+        for r in state.steps
+    )
+    approval = state.approval
+    if approval is not None:
+        approval = replace(approval, reason=redact(approval.reason), note=_text(approval.note))
+    state = replace(state, steps=steps, reason=_text(state.reason), approval=approval)
+    kept = replace(stored, state=state, last_error=_text(stored.last_error))
+    return kept, redacted(events)
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else redact(value)
+
+
 def events_json(events: Sequence[Event]) -> list[dict[str, Any]]:
     """The event log as JSON (each event as ``sagas show --json`` has it), ``redacted``."""
     return [asdict(e) | {"type": e.type.value} for e in redacted(events)]

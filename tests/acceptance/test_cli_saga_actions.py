@@ -96,4 +96,8 @@ def test_events_print_the_log_redacted(inproc: InProcess) -> None:
     text = inproc.ok("sagas", "events", "e")
     assert "compensation_started" in text
     assert "hunter2" not in text
+    for shown in (inproc.ok("sagas", "show", "e"), inproc.ok("sagas", "show", "e", "--json")):
+        assert "aborted by ops" in shown  # the reason, as every view of the saga shows it
+        assert "hunter2" not in shown
+        assert "k-123" not in shown
     failed(inproc("sagas", "events", "nope"), "saga_not_found")

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import BaseModel
-from server_api import Clients
+from server_api import Clients, MakeClient, add_token
 
 from pivotal import (
     Catalogue,
@@ -161,3 +161,23 @@ async def test_the_api_gives_each_failures_trace_redacted(as_role: Clients, fail
     assert last["exception"] == "pivotal.errors.Transient"
     assert "https://ops:***@stock.example/v1/hold?token=***" in last["message"]
     assert all("trace" not in e["data"] for e in events if e["type"] == "step_succeeded")
+
+
+async def test_no_surface_shows_a_secret_the_errors_quote(
+    login: Login, client: MakeClient, store: Store, clock: FakeClock, failed: str
+) -> None:
+    """The steps' errors and results, the reason, the events and the pictures: every view of
+    the saga goes through one redaction."""
+    viewer = await login(Role.VIEWER)
+    api = client(await add_token(store, "reader", Role.VIEWER, clock))
+    shown = {
+        "page": (await viewer.get(f"/ui/sagas/{failed}")).text,
+        "live": (await viewer.get(f"/ui/sagas/{failed}/live?part=head")).text,
+        "api": (await api.get(f"/v1/sagas/{failed}")).text,
+        "events": (await api.get(f"/v1/sagas/{failed}/events")).text,
+    }
+    for where, text in shown.items():
+        for secret in SECRETS:
+            assert secret not in text, (where, secret)
+    assert "password=***" in shown["api"]
+    assert "<svg" in shown["live"]  # the pictures' titles too

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from pivotal import saga_actions
 from pivotal.cli import _progress, _stopping
 from pivotal.cli._shared import (
     MAX_NAME,
@@ -98,7 +99,8 @@ def execute(
     async def work() -> tuple[StoredSaga, list[Event]]:
         async with writing(settings_of(ctx), "execute") as orch:
             state = await orch.execute(plan, saga_id=saga_id)
-            return await orch.get(state.saga_id), await orch.store.events(state.saga_id)
+            stored = await orch.get(state.saga_id)
+            return saga_actions.shown(stored, await orch.store.events(state.saga_id))
 
     stored, events = run(work())
     print_saga(stored, events, as_json=as_json)

@@ -208,8 +208,6 @@ def sagas_show(
             err.print(Text(printable(f"stopped watching {saga_id}; the saga goes on")))
         return
     stored, events, progress = run(work())
-    if verbose and not as_json:  # what is new here is shown redacted, as `sagas events` does
-        events = saga_actions.redacted(events)
     print_saga(stored, events, as_json=as_json, verbose=verbose, progress=progress)
 
 
@@ -218,12 +216,13 @@ WATCH_EVERY = 2.0  # seconds between two looks of ``sagas show --watch``
 
 
 async def read_saga(store: Store, saga_id: str) -> Shown:
-    """The saga, its events and the reports of its calls in progress."""
+    """The saga, its events (both as people see them: ``saga_actions.shown``) and the
+    reports of its calls in progress."""
     stored = await store.load(saga_id)
     if stored is None:
         raise SagaNotFound(f"no saga {saga_id!r}")
-    events = await store.events(saga_id)
-    return stored, events, await live_progress.live(store, stored.state, time.time())
+    progress = await live_progress.live(store, stored.state, time.time())
+    return *saga_actions.shown(stored, await store.events(saga_id)), progress
 
 
 async def watch_saga(ctx: typer.Context, saga_id: str, *, verbose: bool) -> None:
@@ -232,8 +231,6 @@ async def watch_saga(ctx: typer.Context, saga_id: str, *, verbose: bool) -> None
         stored, events, progress = await read_saga(store, saga_id)
         with Live(console=out, auto_refresh=False) as shown:
             while True:
-                if verbose:
-                    events = saga_actions.redacted(events)
                 shown.update(saga_view(stored, events, verbose, progress), refresh=True)
                 if stored.state.status.terminal:
                     return

@@ -417,9 +417,9 @@ async def _saga_values(ctx: Context, saga_id: str) -> dict[str, Any] | None:
     stored = await ctx.store.load(saga_id)
     if stored is None:
         return None
+    progress = await live_progress.live(ctx.store, stored.state, ctx.clock.now())
+    stored, events = saga_actions.shown(stored, await ctx.store.events(saga_id))
     state = stored.state
-    events = await ctx.store.events(saga_id)
-    progress = await live_progress.live(ctx.store, state, ctx.clock.now())
     return {
         "saga": views.head(stored),
         "steps": views.steps(stored, events, progress),

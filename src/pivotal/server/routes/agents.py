@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from pivotal import progress as live_progress
-from pivotal import saga_scope
+from pivotal import saga_actions, saga_scope
 from pivotal.agent_view import WAITING
 from pivotal.agent_view import SagaView as AgentSagaView
 from pivotal.errors import PlanRejected, RolloutShadowed, SagaNotFound
@@ -260,6 +260,5 @@ async def show_saga(ctx: Ctx, who: Anyone, saga_id: str) -> dict[str, Any]:
     stored = await ctx.store.load(saga_id)
     if stored is None:
         raise SagaNotFound(f"no saga {saga_id[:200]!r}")
-    events = await ctx.store.events(saga_id)
     progress = await live_progress.live(ctx.store, stored.state, ctx.clock.now())
-    return views.saga(stored, events, progress)
+    return views.saga(*saga_actions.shown(stored, await ctx.store.events(saga_id)), progress)
