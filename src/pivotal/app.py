@@ -49,11 +49,13 @@ class App:
         request leaves out with them; request text never overrides them silently.
         Override it in your app; the default knows nothing.
 
-        When a running saga is re-checked (before its point of no return, before an
-        approval is recorded, on the approval page) it is asked on a thread of its own and
-        bounded by the catalogue's ``default_timeout``: it must be safe to call from a
-        thread other than the event loop's (its own database connection, say), and facts
-        that do not answer in time count as facts that cannot be read."""
+        Whenever a plan is validated (submitted, validated on the API, MCP or the CLI, a
+        planner's attempt) or a running saga re-checked (before its point of no return,
+        before an approval is recorded, on the approval page) it is asked on a thread of
+        its own and bounded by the catalogue's ``default_timeout``: it must be safe to call
+        from a thread other than the event loop's (its own database connection, say), and
+        facts that do not answer in time count as facts that cannot be read (the plan is
+        refused with ``facts_error``; a re-check asks a person)."""
         return {}
 
     def __iter__(self) -> Iterator[Catalogue]:

@@ -498,6 +498,14 @@ class Catalogue:
         self._steps[name] = replace(self._steps[name], undo=undo)  # keeps its place
         self._without_undo.remove(name)
 
+    @property
+    def asks_app(self) -> bool:
+        """Whether validating a plan calls the app's code: a step's precondition, or a rule
+        that reads the trusted facts (an app's own ``Check`` among them)."""
+        return any(s.precondition is not None for s in self._steps.values()) or any(
+            rule.needs_facts for rule in self.rules
+        )
+
     def timeout_of(self, step: Step) -> float:
         """How long one call of ``step`` (action, undo or lookup) may take."""
         return step.timeout if step.timeout is not None else self.default_timeout

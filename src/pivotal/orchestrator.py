@@ -59,7 +59,7 @@ from pivotal.store.planning_records import (
     PlanRequest,
 )
 from pivotal.telemetry import Observers, Telemetry
-from pivotal.validation import Checked, Recheck, checked, recheck_bounded
+from pivotal.validation import Checked, Recheck, checked_bounded, recheck_bounded
 
 _SAGA_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
@@ -197,7 +197,7 @@ class Orchestrator:
         """``_submission``, then the catalogue's rollout: every path that records a new
         saga (``submit``, ``submit_aborted``, ``execute``; the HTTP, MCP and CLI entry
         points) comes through here, after validation and before anything is written."""
-        state, event, found = self._submission(plan, saga_id)
+        state, event, found = await self._submission(plan, saga_id)
         rollout = self.app.catalogue(plan.catalogue).rollout
         if rollout is None or plan.provenance.actor_type is not ActorType.AGENT:
             return state, event, found
@@ -226,11 +226,13 @@ class Orchestrator:
             )
         raise RolloutRefused(f"refused: {why}. No saga was recorded")
 
-    def _submission(self, plan: Plan, saga_id: str | None) -> tuple[SagaState, Event, Checked]:
+    async def _submission(
+        self, plan: Plan, saga_id: str | None
+    ) -> tuple[SagaState, Event, Checked]:
         """The state and event of a new saga for ``plan``, and what validating it found;
         ``PlanRejected`` when the plan does not validate."""
         catalogue = self.app.catalogue(plan.catalogue)
-        found = checked(plan, catalogue, facts=self.app.facts)
+        found = await checked_bounded(plan, catalogue, facts=self.app.facts)
         if found.errors:
             raise PlanRejected(found.errors)
         saga_id = saga_id or new_saga_id()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import functools
 import json
 import threading
 from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -288,26 +289,40 @@ class FactsUnanswered(Exception):
 
 
 async def on_facts_thread(ask: Callable[[], T], limit: float) -> T:
-    """``ask()`` (a call of the app's facts, contained by the caller) on a facts thread,
-    bounded by ``limit`` seconds; ``FactsUnanswered`` when it did not answer in time, or
-    when earlier calls still hang on every thread. The thread of a call given up on is
-    left to end on its own."""
-    if not _FACTS_THREADS.acquire(blocking=False):
-        raise FactsUnanswered("earlier calls of the trusted facts have not answered yet")
+    """``ask()`` (the app's code: its facts, a precondition) on a facts thread, bounded by
+    ``limit`` seconds in all, waiting for a free thread included; ``FactsUnanswered`` when
+    it did not answer in time, or when earlier calls kept every thread that long. What
+    ``ask`` raises is raised here. The thread of a call given up on is left to end on its
+    own."""
     loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    pause = 0.001
+    while not _FACTS_THREADS.acquire(blocking=False):  # each busy thread ends on its own
+        left = deadline - loop.time()
+        if left <= 0:
+            raise FactsUnanswered(
+                f"earlier calls of the trusted facts have not answered: no thread was free "
+                f"within {limit:g}s"
+            )
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 2, 0.05)
     answer: asyncio.Future[T] = loop.create_future()
 
     def run() -> None:
         try:
-            found = ask()
+            found: T = ask()
+        except BaseException as exc:  # given to the caller, never lost with the thread
+            outcome: Callable[[], None] = functools.partial(_failed, answer, exc)
+        else:
+            outcome = functools.partial(_answer, answer, found)
         finally:
             _FACTS_THREADS.release()
         with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
-            loop.call_soon_threadsafe(_answer, answer, found)
+            loop.call_soon_threadsafe(outcome)
 
     threading.Thread(target=run, name="pivotal-facts", daemon=True).start()
     try:
-        return await asyncio.wait_for(answer, limit)
+        return await asyncio.wait_for(answer, max(deadline - loop.time(), 0.0))
     except TimeoutError:
         raise FactsUnanswered(f"the trusted facts did not answer within {limit:g}s") from None
 
@@ -315,6 +330,49 @@ async def on_facts_thread(ask: Callable[[], T], limit: float) -> T:
 def _answer(answer: asyncio.Future[T], found: T) -> None:
     if not answer.done():  # not given up on
         answer.set_result(found)
+
+
+def _failed(answer: asyncio.Future[Any], error: BaseException) -> None:
+    if not answer.done():
+        answer.set_exception(error)
+
+
+async def checked_bounded(
+    plan: Plan,
+    catalogue: Catalogue,
+    *,
+    preconditions: bool = True,
+    facts: FactSource | None = None,
+) -> Checked:
+    """``checked``, the one way every surface validates a plan (a submission, the API's,
+    MCP's and the CLI's ``validate``, a planner's attempt): the app's code it calls (its
+    ``facts``, the steps' preconditions, its own rules) runs on a facts thread, bounded like
+    a call of a step without a timeout of its own (the catalogue's ``default_timeout``), so
+    a callback
+    that hangs never stalls the caller's event loop (a server, a worker). A plan that could
+    not be checked in time is refused (``FACTS_ERROR``), never taken for valid."""
+    if not catalogue.asks_app:  # Pivotal's own rules only: nothing to bound
+        return checked(plan, catalogue, preconditions=preconditions, facts=facts)
+    try:
+        return await on_facts_thread(
+            lambda: checked(plan, catalogue, preconditions=preconditions, facts=facts),
+            catalogue.default_timeout,
+        )
+    except FactsUnanswered as exc:
+        why = f"the plan could not be checked against the app's facts and preconditions: {exc}"
+        return Checked([PlanError(ErrorCode.FACTS_ERROR, why, path="steps")], [], [])
+
+
+async def validate_bounded(
+    plan: Plan,
+    catalogue: Catalogue,
+    *,
+    preconditions: bool = True,
+    facts: FactSource | None = None,
+) -> list[PlanError]:
+    """``validate`` as ``checked_bounded`` runs it."""
+    found = await checked_bounded(plan, catalogue, preconditions=preconditions, facts=facts)
+    return found.errors
 
 
 async def recheck_bounded(plan: Plan, catalogue: Catalogue, facts: FactSource | None) -> Rechecked:

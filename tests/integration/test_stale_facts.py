@@ -283,4 +283,4 @@ async def test_facts_that_keep_hanging_take_only_a_few_threads(
         with pytest.raises(StaleApproval, match="did not answer within"):
             await orchestrator.approve("big", "maria")
     with pytest.raises(StaleApproval, match="earlier calls of the trusted facts"):
-        await orchestrator.approve("big", "maria")  # refused at once: no fifth thread
+        await orchestrator.approve("big", "maria")  # no fifth thread: refused in its time

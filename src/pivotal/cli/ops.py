@@ -40,7 +40,7 @@ from pivotal.orchestrator import Orchestrator
 from pivotal.plan import parse_plan
 from pivotal.state import Event, SagaState, SagaStatus
 from pivotal.store import StoredSaga, migrate_ledger
-from pivotal.validation import validate
+from pivotal.validation import validate_bounded
 from pivotal.worker import Sweeper, SweepReport, Worker, WorkerConfig, default_name
 
 # How `pivotal execute` ends, by the saga's status; 15: not at rest yet (a worker goes on).
@@ -69,7 +69,8 @@ def validate_command(ctx: typer.Context, plan_file: PlanFile, as_json: JsonFlag 
     plan = parse_plan(read_plan(plan_file))
     with settings_of(ctx).loaded_app() as app:
         try:
-            errors = validate(plan, app.catalogue(plan.catalogue), facts=app.facts)
+            catalogue = app.catalogue(plan.catalogue)
+            errors = run(validate_bounded(plan, catalogue, facts=app.facts))
         except PlanRejected as exc:  # no such catalogue
             errors = list(exc.errors)
     if as_json:

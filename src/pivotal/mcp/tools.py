@@ -34,7 +34,7 @@ from pivotal.mcp.auth import Caller, caller
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import ActorType, ParallelGroup, Plan, StepCall, parse_plan
 from pivotal.planning.render import render_catalogue
-from pivotal.validation import validate
+from pivotal.validation import validate_bounded
 
 
 def _as_text(value: object) -> object:
@@ -124,7 +124,7 @@ class PlannerTools:
         of the call, the path in the plan JSON and a message. Fix them all and call it
         again; a valid plan goes to submit_plan."""
         parsed = self._parse(plan)
-        errors = self._errors(parsed) if isinstance(parsed, Plan) else parsed
+        errors = await self._errors(parsed) if isinstance(parsed, Plan) else parsed
         return views.ok(
             views.Validation(
                 valid=not errors,
@@ -218,10 +218,10 @@ class PlannerTools:
         except PlanParseError as exc:
             return malformed(exc)
 
-    def _errors(self, plan: Plan) -> list[views.ErrorView]:
+    async def _errors(self, plan: Plan) -> list[views.ErrorView]:
         app = self.orchestrator.app
         try:
-            found = validate(plan, app.catalogue(plan.catalogue), facts=app.facts)
+            found = await validate_bounded(plan, app.catalogue(plan.catalogue), facts=app.facts)
         except PlanRejected as exc:  # an unknown catalogue
             found = list(exc.errors)
         return views.error_views(found)

@@ -26,7 +26,7 @@ from pivotal.planning.errors import PlannerError
 from pivotal.planning.records import PlanningMode, PlanningOutcome, PlanningRun, new_run_id
 from pivotal.planning.render import CatalogueView, render_catalogue
 from pivotal.store.base import Store
-from pivotal.validation import FactSource, validate
+from pivotal.validation import FactSource, validate_bounded
 
 DEFAULT_MAX_REPLANS = 2
 MAX_PLAN_CHARS = 64_000  # a proposal larger than this is refused unread
@@ -88,7 +88,9 @@ async def propose_plan(
             if exc.final:
                 break
             continue
-        attempt, plan = _judge(proposal, n, catalogue, request, run_id, rejected, clock, facts)
+        attempt, plan = await _judge(
+            proposal, n, catalogue, request, run_id, rejected, clock, facts
+        )
         attempts.append(attempt)
         if plan is not None:
             accepted = plan
@@ -106,7 +108,7 @@ async def propose_plan(
     )
 
 
-def _judge(
+async def _judge(
     proposal: Proposal,
     n: int,
     catalogue: Catalogue,
@@ -153,7 +155,7 @@ def _judge(
     except ValidationError as exc:
         errors = tuple(_shape_errors(exc))
     else:
-        found = validate(plan, catalogue, facts=facts)
+        found = await validate_bounded(plan, catalogue, facts=facts)
         errors = tuple(AttemptError.from_plan_error(e) for e in found)
         if not errors:
             return base.model_copy(update={"accepted": True}), plan

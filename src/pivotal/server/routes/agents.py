@@ -29,7 +29,7 @@ from pivotal.server.context import Context, context
 from pivotal.server.errors import AUTHED, responses
 from pivotal.server.limits import Page, page
 from pivotal.store.search import InvalidFilter, SagaFilter
-from pivotal.validation import validate
+from pivotal.validation import validate_bounded
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=responses(*AUTHED))
 
@@ -102,7 +102,7 @@ async def validate_plan(ctx: Ctx, who: Submitter, body: PlanBytes) -> dict[str, 
     plan = parse_plan(body)
     try:
         catalogue = ctx.orchestrator.app.catalogue(plan.catalogue)
-        errors = validate(plan, catalogue, facts=ctx.orchestrator.app.facts)
+        errors = await validate_bounded(plan, catalogue, facts=ctx.orchestrator.app.facts)
     except PlanRejected as exc:
         errors = list(exc.errors)
     return {"valid": not errors, "errors": [e.to_dict() for e in errors]}
