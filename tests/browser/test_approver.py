@@ -2,64 +2,31 @@
 app under uvicorn: log in, read the queue and a hostile rationale, decide, and see a worker
 finish the saga on its timeline.
 
-It also takes the README's screenshots (docs/screenshots/). They are meant to be the same on
-every run: a fixed viewport, a clock that stands still (so no "waited" or "expires in" moves),
-the example services' ids made from a counter instead of random, animations and the caret
-off. ``PIVOTAL_UPDATE_SCREENSHOTS=1`` copies them into docs/ and records, in
-docs/screenshots.json, the templates and stylesheet each was taken from
-(tests/docs/test_screenshots.py fails once those change)."""
+It also takes the README's screenshots of the approvals queue and an approval's detail
+(docs/screenshots/; how they stay the same on every run: tests/browser/browser_kit.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import importlib.util
-import itertools
-import os
-import shutil
-import socket
-import threading
-from collections.abc import Coroutine, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
+from browser_kit import NOW, fixed_ids, in_thread, login, serving, shot, sync_api
 
 from pivotal import Orchestrator, SagaStatus, SQLiteStore, parse_plan
 from pivotal.clock import FakeClock
 from pivotal.examples.commerce import create_app
-from pivotal.examples.commerce import services as commerce_services
 from pivotal.principals import Role, hash_token
 
-CHROMIUM = Path("/usr/bin/chromium")
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 TOKEN = "pvt_browser_ann"
-ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOTS = ROOT / "docs" / "screenshots"
-NOW = 1_796_040_000.0  # 2026-11-30 12:00:00 UTC: every page shows the same times
 # the README's sagas: what an agent would write (the hostile rationale is another saga's)
 RATIONALE = (
     "Order 4472 (customer c-4471) was paid by card: 180.00 authorised against invoice "
     "INV-4472. One lamp is in stock at warehouse B, which serves the customer's address. "
     "Reserve it, capture the payment, ship it and send the confirmation."
 )
-
-if not CHROMIUM.exists():
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{CHROMIUM} is required in CI (apt-get install chromium)", pytrace=False)
-    pytest.skip(f"{CHROMIUM} is absent: apt-get install chromium", allow_module_level=True)
-
-sync_api = pytest.importorskip("playwright.sync_api")
-T = TypeVar("T")
-
-
-def in_thread(work: Coroutine[Any, Any, T]) -> T:
-    """Run ``work`` on its own loop in another thread (Playwright's runs in this one)."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, work).result()
-
 
 # Both orders are of customer c-4471: one lamp from warehouse B, to the same address.
 RECIPIENT = "customer-4471@example.com"
@@ -127,13 +94,8 @@ async def _prepare(ledger: Path, commerce: Path) -> None:
 
 @pytest.fixture
 def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
-    import uvicorn
-
-    from pivotal.server import create_app as create_api
-
     ledger, commerce = tmp_path / "ledger.db", tmp_path / "commerce.db"
-    counter = itertools.count(1)
-    monkeypatch.setattr(commerce_services, "_id", lambda prefix: _fixed_id(prefix, next(counter)))
+    fixed_ids(monkeypatch)
     shop = create_app(commerce)
     shop.services.order(  # a second order of 4471's customer, over the threshold too
         "4472",
@@ -146,101 +108,25 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
     )
     shop.services.close()
     in_thread(_prepare(ledger, commerce))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)  # connections queue until uvicorn accepts: no need to wait for it
-    port = sock.getsockname()[1]
-    holder: dict[str, uvicorn.Server] = {}
-    ready = threading.Event()
-
-    async def serve() -> None:
-        async with SQLiteStore(ledger) as store:
-            api = create_api(store, create_app(commerce), clock=FakeClock(NOW))
-            server = uvicorn.Server(uvicorn.Config(api, log_level="warning", lifespan="off"))
-            holder["server"] = server
-            ready.set()
-            await server.serve(sockets=[sock])
-
-    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    try:
-        yield Served(f"http://127.0.0.1:{port}", ledger, commerce)
-    finally:
-        holder["server"].should_exit = True
-        thread.join(10)
-        sock.close()
-
-
-def _fixed_id(prefix: str, n: int) -> str:
-    """The example services' ids (``res_…``, ``au_…``), the same on every run."""
-    return f"{prefix}_{hashlib.sha256(f'{prefix}-{n}'.encode()).hexdigest()[:12]}"
-
-
-@pytest.fixture
-def page(tmp_path: Path) -> Iterator[sync_api.Page]:
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        context = browser.new_context(viewport={"width": 1360, "height": 900})
-        yield context.new_page()
-        context.close()
-        browser.close()
-
-
-def _login(page: sync_api.Page, served: Served) -> list[str]:
-    dialogs: list[str] = []
-
-    def record(dialog: sync_api.Dialog) -> None:
-        dialogs.append(dialog.message)
-        dialog.dismiss()
-
-    page.on("dialog", record)
-    page.goto(f"{served.url}/ui/approvals")
-    sync_api.expect(page).to_have_url(f"{served.url}/ui/login")
-    page.get_by_label("Token").fill(TOKEN)
-    page.get_by_role("button", name="Log in").click()
-    sync_api.expect(page).to_have_url(f"{served.url}/ui/approvals")
-    return dialogs
-
-
-def _manifest() -> Any:
-    """tests/docs/screenshots_manifest.py: which page each image shows, and its sources."""
-    spec = importlib.util.spec_from_file_location(
-        "screenshots_manifest", ROOT / "tests" / "docs" / "screenshots_manifest.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _shot(page: sync_api.Page, tmp_path: Path, name: str) -> None:
-    """Keep a screenshot with the test's files; with PIVOTAL_UPDATE_SCREENSHOTS=1, also
-    refresh the README's copy and record what it was taken from in docs/screenshots.json."""
-    path = tmp_path / name
-    page.screenshot(path=str(path), full_page=True, animations="disabled", caret="hide")
-    if os.environ.get("PIVOTAL_UPDATE_SCREENSHOTS") == "1":
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, SCREENSHOTS / name)
-        _manifest().write_manifest([name])
+    with serving(ledger, lambda: create_app(commerce), FakeClock(NOW)) as url:
+        yield Served(url, ledger, commerce)
 
 
 def test_an_approver_reads_the_hostile_rationale_as_text_and_approves(
     served: Served, page: sync_api.Page, tmp_path: Path
 ) -> None:
     expect = sync_api.expect
-    dialogs = _login(page, served)
+    dialogs = login(page, served.url, TOKEN)
     rows = page.locator("#queue tr")
     expect(rows).to_have_count(2)
     expect(rows.first).to_contain_text("ship-4471")  # oldest first
     expect(rows.first).to_contain_text("180.00")
-    _shot(page, tmp_path, "approval-queue.png")
+    shot(page, tmp_path, "approval-queue.png")
 
     page.get_by_role("link", name="ship-4472").click()  # the README's: an agent's rationale
     expect(page.locator("#rationale")).to_contain_text(RATIONALE)
     expect(page.get_by_text("undo authorize_payment")).to_be_visible()
-    _shot(page, tmp_path, "approval-detail.png")
+    shot(page, tmp_path, "approval-detail.png")
     page.go_back()
 
     page.get_by_role("link", name="ship-4471").click()
@@ -261,7 +147,7 @@ def test_an_approver_reads_the_hostile_rationale_as_text_and_approves(
 
 def test_an_approver_rejects_and_sees_the_undos(served: Served, page: sync_api.Page) -> None:
     expect = sync_api.expect
-    dialogs = _login(page, served)
+    dialogs = login(page, served.url, TOKEN)
     page.get_by_role("link", name="ship-4472").click()
     page.get_by_label("Reason to reject").fill("duplicate order")
     page.get_by_role("button", name="Reject", exact=True).click()

@@ -2,7 +2,7 @@
 from: ``docs/screenshots.json`` records, per image, the SHA-256 of each template (the page's
 own, and every template it extends or includes, followed recursively) and of style.css.
 
-The browser test (tests/browser/test_approver.py) writes the manifest when it refreshes the
+The browser tests (tests/browser/) write the manifest when they refresh the
 images (``PIVOTAL_UPDATE_SCREENSHOTS=1``); tests/docs/test_screenshots.py recomputes the
 hashes and fails, naming the image, when a source changed since it was taken."""
 
@@ -19,12 +19,16 @@ MANIFEST = ROOT / "docs" / "screenshots.json"
 SERVER = ROOT / "src" / "pivotal" / "server"
 TEMPLATES = SERVER / "templates"
 STYLE = SERVER / "static" / "style.css"
-REFRESH = "PIVOTAL_UPDATE_SCREENSHOTS=1 .venv/bin/pytest tests/browser/test_approver.py"
+REFRESH = "PIVOTAL_UPDATE_SCREENSHOTS=1 .venv/bin/pytest tests/browser"
 
 # each image in docs/screenshots/, and the template of the page it shows
 PAGES = {
     "approval-queue.png": "queue.html",
     "approval-detail.png": "detail.html",
+    "sagas-search.png": "sagas.html",
+    "saga-failure.png": "saga.html",
+    "saga-live.png": "saga.html",
+    "workers.png": "workers.html",
 }
 USES = re.compile(r"""{%-?\s*(?:extends|include|import|from)\s+["']([^"']+)["']""")
 

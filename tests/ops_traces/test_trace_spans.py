@@ -324,9 +324,7 @@ async def test_a_saga_submitted_outside_any_trace_gets_one_that_every_pass_joins
     assert ids(submitted.traceparent) == ids_of(root)
 
     assert (await traced.run("cli")).status is SagaStatus.AWAITING_APPROVAL
-    assert (await traced.approve("cli", "maria", "known customer")).status is (
-        SagaStatus.COMPLETED
-    )
+    assert (await traced.approve("cli", "maria", "known customer")).status is (SagaStatus.COMPLETED)
 
     spans = exporter.get_finished_spans()
     passes = named(spans, "pivotal.saga_pass")

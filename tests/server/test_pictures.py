@@ -344,3 +344,27 @@ def test_a_catalogue_the_server_does_not_load_still_draws() -> None:
     assert sorted(drawn) == ["plan", "timeline"]
     for svg in drawn.values():
         parsed(svg)
+
+
+def test_a_call_in_progress_runs_on_until_now() -> None:
+    """A saga not at rest: its open attempt is drawn until the time the page is made, so
+    a long call grows on a page that follows it; at rest, ``now`` changes nothing."""
+    events = [
+        submitted(("copy", "pivot", None), ("mail", "retriable", None)),
+        Event(EventType.STEP_STARTED, T0 + 1, 0, 1),
+    ]
+    state = replay(events)
+    then = parsed(str(timeline_svg(state, events)))
+    later = parsed(str(timeline_svg(state, events, T0 + 600)))
+    (short,) = bars(lanes(then)[0], "a-open")
+    (long,) = bars(lanes(later)[0], "a-open")
+    assert float(long.get("width", "0")) > float(short.get("width", "0"))
+    assert "span 10 min 00 s" in ET.tostring(later, encoding="unicode")
+
+    done = [
+        *events,
+        Event(EventType.STEP_SUCCEEDED, T0 + 2, 0),
+        Event(EventType.SAGA_COMPLETED, T0 + 2),
+    ]
+    at_rest = replay(done)
+    assert str(timeline_svg(at_rest, done, T0 + 600)) == str(timeline_svg(at_rest, done))

@@ -193,11 +193,13 @@ def _error(e: Event) -> str:
 class _Timeline:
     """Folds the events into segments per lane."""
 
-    def __init__(self, state: SagaState, events: list[Event]) -> None:
+    def __init__(self, state: SagaState, events: list[Event], now: float | None = None) -> None:
         self.state = state
         self.lanes = [Lane(r) for r in state.steps]
         self.t0 = min(e.at for e in events)
         self.end = max(e.at for e in events)
+        if now is not None and not state.status.terminal:  # what is open runs on until now
+            self.end = max(self.end, now)
         self.saga: list[tuple[Event, str, str]] = []  # saga-level marks
         self.open: dict[tuple[int, bool], _Open] = {}  # (step, undo?) -> attempt in flight
         self.waiting: dict[tuple[int, bool], tuple[float, str, float | None, str]] = {}
@@ -443,9 +445,10 @@ def _rect(css: str, x: float, y: float, w: float, h: float, fill: str, extra: st
     )
 
 
-def timeline_svg(state: SagaState, events: Sequence[Event]) -> Markup:
+def timeline_svg(state: SagaState, events: Sequence[Event], now: float | None = None) -> Markup:
     """The saga's steps as lanes, a bar per attempt (undos in another hue), its waits and
-    its saga-level moments, against time since its first event."""
+    its saga-level moments, against time since its first event; given ``now``, what a saga
+    not at rest still has open (a call in progress, a wait) is drawn until then."""
     found = _ordered(events)
     n = len(state.steps)
     bottom = TOP + (n + 1) * LANE
@@ -459,7 +462,7 @@ def timeline_svg(state: SagaState, events: Sequence[Event]) -> Markup:
     if not found:
         body = f'<text x="8" y="24" fill="{MUTED}">No events to draw.</text>'
         return Markup(head + body + "</svg>")
-    tl = _Timeline(state, found)
+    tl = _Timeline(state, found, now)
     scale = Scale.of(tl.t0, tl.end - tl.t0)
     parts = [head]
     parts.append(
@@ -889,9 +892,11 @@ def _node(
 # -- for the page ------------------------------------------------------------------------
 
 
-def for_page(state: SagaState, events: Sequence[Event], app: Any) -> dict[str, Markup]:
-    """Both pictures for the saga page; one that cannot be drawn says so instead of
-    failing the page (and is logged)."""
+def for_page(
+    state: SagaState, events: Sequence[Event], app: Any, now: float | None = None
+) -> dict[str, Markup]:
+    """Both pictures for the saga page (``now``: see ``timeline_svg``); one that cannot be
+    drawn says so instead of failing the page (and is logged)."""
     try:
         catalogue: Catalogue | None = app.catalogue(state.catalogue)
     except Exception:  # a catalogue this server does not load: drawn without it
@@ -900,7 +905,7 @@ def for_page(state: SagaState, events: Sequence[Event], app: Any) -> dict[str, M
     for name in ("plan", "timeline"):
         try:
             drawn[name] = (
-                plan_svg(state, catalogue) if name == "plan" else timeline_svg(state, events)
+                plan_svg(state, catalogue) if name == "plan" else timeline_svg(state, events, now)
             )
         except Exception:
             log.exception("the %s picture of saga %s could not be drawn", name, state.saga_id)

@@ -65,7 +65,7 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-STATIC = {"style.css": "text/css", "poll.js": "text/javascript"}
+STATIC = {"style.css": "text/css", "poll.js": "text/javascript", "icon.svg": "image/svg+xml"}
 NOTICES = {
     "approved": "Approved: a worker runs the saga on.",
     "rejected": "Rejected: a worker runs the undos.",
@@ -424,7 +424,7 @@ async def _saga_values(ctx: Context, saga_id: str) -> dict[str, Any] | None:
         "saga": views.head(stored),
         "steps": views.steps(stored, events, progress),
         "events": views.timeline(state, events),
-        "pictures": pictures.for_page(state, events, ctx.orchestrator.app),
+        "pictures": pictures.for_page(state, events, ctx.orchestrator.app, ctx.clock.now()),
         "parked": state.status is SagaStatus.NEEDS_HUMAN,
         "awaiting": state.status is SagaStatus.AWAITING_APPROVAL,
         "following": not state.status.terminal,
