@@ -142,7 +142,8 @@ def free_port() -> int:
 
 
 def pivotal(db: str, *args: str, **popen: object) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    paths = [str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     command = [str(PIVOTAL), "--db", db, "--app", "http_app:app", *args]
     return subprocess.Popen(command, env=env, **popen)  # type: ignore[call-overload]
 

@@ -14,7 +14,7 @@ from pivotal.errors import LedgerNotFound, PivotalError, SchemaMismatch, StoreEr
 from pivotal.store.primitives import write_failed
 from pivotal.store.schema import SQLITE_MIGRATIONS
 from pivotal.store.sql import BatchResult, Fetch, Row, SQLStore, Stmt
-from pivotal.store.writer import GroupWriter
+from pivotal.store.writer import GroupWriter, begin
 
 T = TypeVar("T")
 
@@ -132,10 +132,13 @@ class SQLiteStore(SQLStore):
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
+        # the write connection waits for another process's write lock its own way, in
+        # short steps (``writer.begin``); SQLite's own waits grow to 100 ms
+        conn.execute("PRAGMA busy_timeout = 0")
         return conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        conn.execute("BEGIN IMMEDIATE")
+        begin(conn)
         try:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "

@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -158,7 +160,7 @@ class GroupWriter:
     def _commit(self, group: list[_Job]) -> None:
         try:
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
+            begin(conn)
         except sqlite3.Error as exc:
             lost: BaseException | None = exc
         else:
@@ -197,7 +199,7 @@ class GroupWriter:
             try:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                conn.execute("BEGIN IMMEDIATE")
+                begin(conn)
             except sqlite3.Error as exc:
                 return exc
             return GroupWriter._run_with_savepoints(conn, group)
@@ -240,6 +242,43 @@ class GroupWriter:
         except sqlite3.Error as exc:  # the commit failed: nothing of the job was kept
             return exc
         return None
+
+
+# Another process may hold the ledger's write lock (a server beside its worker). SQLite's own
+# busy handler waits for it in steps that grow to 100 ms, so a waiter that just missed it
+# sleeps long after it is free, and keeps losing it to the other process: the tail of every
+# caller's latency. The write connection therefore has no busy timeout of its own (in WAL
+# mode only the start of a write transaction waits for the lock: ``begin``), and asks again
+# after a short, jittered pause (from ``BUSY_FIRST`` up to ``BUSY_MOST`` seconds) for as
+# long as SQLite would have waited.
+BUSY_TIMEOUT = 10.0  # seconds, as the read connections' busy_timeout
+BUSY_FIRST = 0.0002
+BUSY_MOST = 0.004
+_busy_jitter = random.Random()
+
+
+def begin(conn: sqlite3.Connection, timeout: float = BUSY_TIMEOUT) -> None:
+    """``BEGIN IMMEDIATE`` on ``conn`` (a connection with no busy timeout), waiting for
+    another process's write lock in short steps for up to ``timeout`` seconds; then
+    SQLite's ``database is locked``."""
+    deadline = time.monotonic() + timeout
+    pause = BUSY_FIRST
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause * _busy_jitter.uniform(0.5, 1.5))
+        pause = min(pause * 1.5, BUSY_MOST)
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:  # the extended codes of "busy" (recovery, snapshot) too
+        return bool(code & 0xFF == sqlite3.SQLITE_BUSY)
+    return "locked" in str(exc)
 
 
 def _deliver(jobs: list[_Job]) -> None:
