@@ -19,6 +19,8 @@ class Context:
     max_body: int
 
 
-def context(request: Request) -> Context:
+async def context(request: Request) -> Context:
+    """The API's context; async, so that FastAPI calls it on the loop (a plain function
+    dependency is run on a thread of the pool, a hop per request)."""
     found: Context = request.app.state.pivotal
     return found

@@ -105,7 +105,7 @@ class Page:
         }
 
 
-def page(
+async def page(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many.")] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Skip this many.")] = 0,
 ) -> Page:

@@ -31,7 +31,7 @@ from pivotal.server.errors import AUTHED, responses
 router = APIRouter(tags=["metrics"])
 
 
-def metrics_of(request: Request) -> PivotalMetrics:
+async def metrics_of(request: Request) -> PivotalMetrics:
     """The API's metrics (``create_app`` keeps them on the application's state)."""
     found: PivotalMetrics = request.app.state.pivotal_metrics
     return found
