@@ -106,15 +106,17 @@ async def submit(
     ``Orchestrator.submit`` does: idempotent on the id, ``SagaConflict`` for another plan
     under it; with whether it was created."""
     store = orchestrator.store
+    existed = False
     if given is None:
         saga_id = namespace(agent) + new_saga_id()
     else:
         saga_id = scoped(agent, given)
-        if await store.load(saga_id) is None:
+        existed = await store.load(saga_id) is not None
+        if not existed:
             legacy = await store.load(given)
             if legacy is not None and owns(agent, legacy):
                 saga_id = given  # submitted before ids were scoped: the same saga
-    existed = given is not None and await store.load(saga_id) is not None
+                existed = True
     try:
         state = await orchestrator.submit(plan, saga_id=saga_id)
     except SagaConflict:
