@@ -56,11 +56,11 @@ class Shop(App):
         return {} if self.answer is None else dict(self.answer(context))
 
 
-def shop(precondition: Any = None) -> Catalogue:
+def shop(precondition: Any = None, limit: float = LIMIT) -> Catalogue:
     """A catalogue whose rule reads the app's facts (so validating asks them)."""
     catalogue = Catalogue(
         "shop",
-        default_timeout=LIMIT,
+        default_timeout=limit,
         rules=[Check(lambda plan, facts: None, "the order is known to the shop")],
     )
 
@@ -140,7 +140,7 @@ async def test_many_plans_validated_together_each_get_a_thread_in_turn(store, cl
         asked += 1
         return {}
 
-    app = Shop(shop(), facts)
+    app = Shop(shop(limit=60), facts)  # a minute: the turn of every one comes well within
     orchestrator = Orchestrator(store, app, clock=clock)
     done = await asyncio.gather(
         *(orchestrator.submit(plan(f"o-{n}"), saga_id=f"s-{n}") for n in range(40))
@@ -150,7 +150,8 @@ async def test_many_plans_validated_together_each_get_a_thread_in_turn(store, cl
 
 
 async def test_the_api_answers_other_requests_while_a_validation_hangs(store, clock, stuck) -> None:
-    api = create_app(store, Shop(shop(), hanging(stuck)), clock=clock)
+    # the facts answer only once the test lets them (well within the bound of an hour)
+    api = create_app(store, Shop(shop(limit=3600), hanging(stuck)), clock=clock)
     token = "pvt_test_agent"
     await store.create_token("agent", Role.AGENT.value, hash_token(token), clock.now())
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
@@ -163,7 +164,7 @@ async def test_the_api_answers_other_requests_while_a_validation_hangs(store, cl
         health = await c.get("/healthz")
         assert health.status_code == 200
         assert not validating.done()  # still asking the facts, and the server went on
+        stuck.set()  # the facts answer now
         reply = await validating
     assert reply.status_code == 200
-    assert reply.json()["valid"] is False
-    assert reply.json()["errors"][0]["code"] == "facts_error"
+    assert reply.json() == {"valid": True, "errors": []}
