@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
+from pivotal import SagaStatus
 from pivotal.examples.commerce import Fault
 from pivotal.examples.commerce.chaos import CommerceWorld, chaos_scenarios
 from pivotal.examples.commerce.faults import CHECKS
@@ -274,6 +275,30 @@ def test_random_crash_and_fault_schedules(
         stale=stale,
         expire=expire,
     )
+
+
+def test_a_dead_letter_retry_that_loses_its_lease_during_its_undo_is_swept_again(
+    request: pytest.FixtureRequest,
+) -> None:
+    """A schedule the random draws found: the charge fails, the release is refused and
+    parked; the pass's last commit is written but its reply lost, so the sweeper retries
+    the dead letter at once, and while that undo is in flight its lease runs out and
+    another process takes the saga. The saga is compensation_failed with an undo begun and
+    not ended: the world is not at rest until the next sweep retries the open dead letter
+    (the harness once stopped here, and the invariants rightly failed)."""
+    scenario = next(s for s in SCENARIOS if s.name == "demo-1")
+    extra: Extra = {"charge": [Fault.TRANSIENT, Fault.PERMANENT], "release": [Fault.PERMANENT]}
+    result = run_schedule(
+        (scenario, [CrashSite(Point.BEFORE_INTENT, 0)]),
+        extra,
+        36,
+        request,
+        "random",
+        commits=[CommitFault(9, StoreFault.AFTER_WRITE)],
+        interloper=Takeover(0, occurrence=2, undo=True, expire=True),
+    )
+    assert result.status is SagaStatus.COMPENSATED  # the sweep's next retry released it
+    assert result.kinds == ("takeover", "failed commit")
 
 
 @pytest.mark.timeout(1800)

@@ -15,7 +15,7 @@ from pivotal.errors import ApprovalError, LeaseLost, SagaUnserved, StoreError
 from pivotal.hooks import Hook, Point
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import Plan
-from pivotal.state import ApprovalStatus, SagaState, SagaStatus
+from pivotal.state import ApprovalStatus, SagaState, SagaStatus, UndoStatus
 from pivotal.store.base import Store
 from pivotal.store.sqlite import SQLiteStore
 from pivotal.testing.crash import CrashAt, CrashSite, SimulatedCrash, Trace
@@ -203,7 +203,10 @@ async def recover_counting(
         try:
             with running_as(Process(orch.owner, orch, approve, log)):
                 state = await until_quiet(orch, clock, saga_id, approve=approve)
-            return Recovery(state, fired, store_errors)
+            if not _undo_in_flight(state):
+                return Recovery(state, fired, store_errors)
+            # a dead letter's retry lost its lease during its undo: the saga rests, the undo
+            # does not; the dead letter is still open, and the next sweep retries it
         except SimulatedCrash:
             fired += 1
         except LeaseLost:
@@ -222,6 +225,14 @@ async def recover_counting(
         with running_as(Process(sweeper.owner, sweeper, approve, log)):
             await Sweeper(sweeper).sweep()
     raise AssertionError(f"saga {saga_id} did not come to rest after {restarts} restarts")
+
+
+def _undo_in_flight(state: SagaState) -> bool:
+    """An undo begun and not ended in a saga that is otherwise over (a dead letter's retry
+    whose process lost its lease or its ledger during the call)."""
+    return state.status is SagaStatus.COMPENSATION_FAILED and any(
+        r.undo_status is UndoStatus.STARTED for r in state.steps
+    )
 
 
 async def run_in_process(
