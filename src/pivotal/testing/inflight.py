@@ -188,16 +188,18 @@ def instrument(
 ) -> App:
     """A copy of ``app`` (same catalogues, steps and policies) whose calls go through
     ``log``, ``interludes`` and ``stalls`` (with every call bounded by ``call_timeout``,
-    when given, instead of the catalogue's), whose lookups lag by ``lag``, and without the
-    step ``without`` (an older build; a catalogue that is not whole without it is left out
-    altogether). Preconditions and policies are left as they are."""
+    when given, instead of the catalogue's: each step's own ``timeout``; what else the
+    catalogue bounds, the app's code asked while validating, keeps its bound), whose lookups
+    lag by ``lag``, and without the step ``without`` (an older build; a catalogue that is
+    not whole without it is left out altogether). Preconditions and policies are left as
+    they are."""
     catalogues = []
     for catalogue in app:
         copy = Catalogue(
             catalogue.name,
             catalogue.description,
             approval=catalogue.approval,
-            default_timeout=call_timeout or catalogue.default_timeout,
+            default_timeout=catalogue.default_timeout,
             max_timeout=max(catalogue.max_timeout, call_timeout or 0.0),
             doubt_grace=catalogue.doubt_grace,
         )
