@@ -118,4 +118,6 @@ class Takeover:
                 self.outcome = "refused"
             except StoreError as exc:  # an injected ledger fault: the second one 'crashed'
                 self.outcome = f"failed: {exc}"
+                # it wrote, so it held the lease: the first's must have lapsed meanwhile
+                self.lapsed = not self.expire and not self._still_held(me, clock, saga_id)
                 clock.advance(LEASE_TTL + 1)
