@@ -120,26 +120,7 @@ def sagas_list(
     as_json: JsonFlag = False,
 ) -> None:
     """List sagas, newest first; filter and search them, and page with --cursor."""
-    given = {
-        "status": status or [],
-        "catalogue": catalogue,
-        "created_since": created_since,
-        "created_until": created_until,
-        "updated_since": updated_since,
-        "updated_until": updated_until,
-        "actor_type": actor_type,
-        "actor_id": actor_id,
-        "model": model,
-        "run_id": run_id,
-        "prompt_version": prompt_version,
-        "on_behalf_of": on_behalf_of,
-        "source_document_id": source_document_id,
-        "failed_step": failed_step,
-        "reason": reason,
-        "about": about or [],
-        "sort": sort,
-        "order": order,
-    }
+    given = SagaFilter.given(locals())
     paged = paged or cursor is not None
 
     async def work() -> tuple[list[Any], int | None, str | None]:

@@ -144,6 +144,12 @@ class SagaFilter:
             values["order"] = _choice(order, "order", ORDERS)
         return cls(**values)
 
+    @staticmethod
+    def given(params: Mapping[str, Any]) -> dict[str, Any]:
+        """What a surface received, for ``parse``: its parameters named as the filters
+        (``FIELDS``), each of which it must have; its other parameters are left out."""
+        return {name: params[name] for name in FIELDS}
+
     @property
     def plain(self) -> bool:
         """Whether it is the listing ``list_sagas`` gives: at most one status, nothing else,

@@ -204,26 +204,7 @@ async def list_sagas(
     every filter at once, see ``store.search``), a page at a time: ``next_cursor`` starts the
     next. ``offset`` pages only the plain listing (at most one status, newest first). 422
     ``invalid_filter`` or ``invalid_cursor`` names what is wrong."""
-    given = {
-        "status": status or [],
-        "catalogue": catalogue,
-        "created_since": created_since,
-        "created_until": created_until,
-        "updated_since": updated_since,
-        "updated_until": updated_until,
-        "actor_type": actor_type,
-        "actor_id": actor_id,
-        "model": model,
-        "run_id": run_id,
-        "prompt_version": prompt_version,
-        "on_behalf_of": on_behalf_of,
-        "source_document_id": source_document_id,
-        "failed_step": failed_step,
-        "reason": reason,
-        "about": about or [],
-        "sort": sort,
-        "order": order,
-    }
+    given = SagaFilter.given(locals())
     wanted = SagaFilter.parse(given, ctx.clock.now())
     if pages.offset:  # the listing as it always paged, by offset
         if cursor or not wanted.plain:
