@@ -157,3 +157,41 @@ def test_dev_serves_runs_the_approved_saga_reloads_and_stops(
     assert running.proc.wait(BOUND) == 0
     err = (cli.tmp / "dev.err").read_text()
     assert "Traceback" not in err, err
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``, read from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie nobody reaped has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_no_server_or_worker_outlives_a_dev_killed_with_sigkill(dev: tuple[Dev, str]) -> None:
+    running_dev, url = dev
+    running_dev.wait_for(re.escape(f"Open {url}/ui/login"))
+    children = children_of(running_dev.proc.pid)
+    assert len(children) == 2  # the server and the worker
+
+    running_dev.proc.kill()  # no chance to stop them itself
+    running_dev.proc.wait()
+
+    deadline = time.monotonic() + BOUND
+    while any(running(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.05)  # waiting for the children to stop on their parent-death signal
+    assert not [pid for pid in children if running(pid)]

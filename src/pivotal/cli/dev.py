@@ -6,6 +6,8 @@ children run in sessions of their own: Ctrl-C reaches this process, which stops 
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib.util
 import json
 import os
@@ -28,8 +30,14 @@ Say = Callable[..., None]  # say(event, message, **fields)
 DEV_DB = "sqlite:///.pivotal-dev/pivotal.db"
 EXAMPLE_MODULE = "pivotal.examples.commerce"
 # a child runs the `pivotal` console script's code; like it, it does not import from the
-# working folder unless PYTHONPATH says so
-CHILD = "import sys; sys.path.pop(0); sys.argv[0] = 'pivotal'; from pivotal.cli import main; main()"
+# working folder unless PYTHONPATH says so. First it arranges to stop when `dev` dies.
+CHILD = (
+    "import sys; sys.path.pop(0); sys.argv[0] = 'pivotal'; "
+    "from pivotal.cli.dev import follow_parent; follow_parent(); "
+    "from pivotal.cli import main; main()"
+)
+PARENT = "PIVOTAL_DEV_PARENT"  # the pid of the `dev` a child belongs to
+_PR_SET_PDEATHSIG = 1
 POLL = 0.3  # seconds between looks at the app's files
 GRACE = 15.0  # seconds a child has to stop before it is told again, then killed
 READY = 30.0  # seconds a new server has to answer /healthz
@@ -221,8 +229,26 @@ def _wait_for_change(
 
 
 def _pivotal(args: list[str], **options: Any) -> subprocess.Popen[bytes]:
-    env = os.environ | {"PYTHONDONTWRITEBYTECODE": "1"}  # an edit is read anew, whatever its mtime
+    env = os.environ | {
+        "PYTHONDONTWRITEBYTECODE": "1",  # an edit is read anew, whatever its mtime
+        PARENT: str(os.getpid()),
+    }
     return subprocess.Popen([sys.executable, "-c", CHILD, *args], env=env, **options)
+
+
+def follow_parent() -> None:
+    """In a child of ``pivotal dev``: be asked to stop (SIGTERM, as ``dev``'s own stop asks)
+    when ``dev`` dies, however it dies (a ``kill -9`` included), so that no server or worker
+    outlives it. Linux's parent-death signal does it; a child whose ``dev`` died before the
+    signal was set exits at once. Elsewhere the children stop only when ``dev`` stops them."""
+    parent = os.environ.pop(PARENT, None)
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(parent):  # dev is gone already: the signal will never come
+        raise SystemExit(f"pivotal dev (pid {parent}) is gone")
 
 
 def _ran(args: list[str], **options: Any) -> tuple[int, bytes, bytes]:
