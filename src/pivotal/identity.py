@@ -26,7 +26,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -194,7 +194,7 @@ def comparable(value: object, info: FieldInfo | None = None) -> object:
     if identity is not None:
         return ("id", identity.canonical(value)) if isinstance(value, str) else ("raw", value)
     if _numeric(info) or (not isinstance(value, str) and isinstance(value, _NUMBERS)):
-        number = _number(value)
+        number = finite_decimal(value)
         if number is not None:
             return ("number", number)
     if isinstance(value, str):
@@ -207,12 +207,13 @@ def same(a: object, b: object, info: FieldInfo | None = None) -> bool:
     return comparable(a, info) == comparable(b, info)
 
 
-def _number(value: object) -> Decimal | None:
+def finite_decimal(value: object) -> Decimal | None:
+    """A number as a finite decimal, else None (text that is no number, a bool, None)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
         return None
     try:
         number = Decimal(str(value))
-    except InvalidOperation:
+    except ArithmeticError:  # InvalidOperation, or another a context traps
         return None
     return number if number.is_finite() else None
 

@@ -11,6 +11,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel
 
 from pivotal.catalogue import Catalogue, StepKind
+from pivotal.identity import finite_decimal
 from pivotal.plan import Plan
 
 DAY = 24 * 3600.0
@@ -75,16 +76,6 @@ def _others(prior: Sequence[Plan], total: Decimal, by: Window | None) -> str:
     return f", with {total:f} in {len(prior)} other {sagas} for the same {by.by}"
 
 
-def _number(value: object) -> Decimal | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
-        return None
-    try:
-        number = Decimal(str(value))
-    except ArithmeticError:
-        return None
-    return number if number.is_finite() else None
-
-
 def _takes(catalogue: Catalogue, steps: Iterable[str], field: str) -> list[str]:
     return [s for s in steps if s in catalogue and field in catalogue[s].args_model.model_fields]
 
@@ -97,7 +88,7 @@ def exposure_of(plan: Plan, field: str = "amount", counted: Iterable[str] | None
     for flat in plan.calls():
         if names is not None and flat.call.name not in names:
             continue
-        value = _number(flat.call.args.get(field))
+        value = finite_decimal(flat.call.args.get(field))
         total += value if value is not None else 0
     return total
 
@@ -255,7 +246,7 @@ class Rollout:
     field: str = "amount"
 
     def __post_init__(self) -> None:
-        limit = _number(self.execute_below)
+        limit = finite_decimal(self.execute_below)
         if limit is None or limit < 0:
             raise ValueError(f"execute_below must be a finite number >= 0: {self.execute_below!r}")
         object.__setattr__(self, "execute_below", limit)

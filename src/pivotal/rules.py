@@ -22,10 +22,10 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from pivotal.four_eyes import names_whom
-from pivotal.identity import canonical_text, same
+from pivotal.identity import canonical_text, finite_decimal, same
 from pivotal.plan import Plan
 from pivotal.plan_errors import ErrorCode, PlanError
 from pivotal.plan_view import Call, PlanView
@@ -445,13 +445,15 @@ class OnBehalfOfAbove(PlanRule):
     field: str = field(default="amount", kw_only=True)  # last: it shadows ``field`` here
 
     def __post_init__(self) -> None:
-        if _decimal(self.amount) is None:
+        if finite_decimal(self.amount) is None:
             raise ValueError(f"OnBehalfOfAbove needs a finite amount, not {self.amount!r}")
 
     def check(self, view: PlanView) -> list[PlanError]:
-        limit = _decimal(self.amount)
+        limit = finite_decimal(self.amount)
         assert limit is not None
-        above = [c for c in view.named(self.steps) if (_decimal(c.value(self.field)) or 0) > limit]
+        above = [
+            c for c in view.named(self.steps) if (finite_decimal(c.value(self.field)) or 0) > limit
+        ]
         if not above or names_whom(view.plan):
             return []
         c = above[0]
@@ -467,23 +469,12 @@ class OnBehalfOfAbove(PlanRule):
     def describe(self) -> str:
         where = "any call" if self.steps is None else " or ".join(self.steps)
         return (
-            f"a plan whose {where} has {self.field} above {_decimal(self.amount):f} must name "
-            "the person it is for (provenance.on_behalf_of)"
+            f"a plan whose {where} has {self.field} above {finite_decimal(self.amount):f} "
+            "must name the person it is for (provenance.on_behalf_of)"
         )
 
     def mentions(self) -> set[str]:
         return set(self.steps or ())
-
-
-def _decimal(value: object) -> Decimal | None:
-    """A number as a finite decimal, else None (text that is no number, a bool, None)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
-        return None
-    try:
-        number = Decimal(str(value))
-    except InvalidOperation:
-        return None
-    return number if number.is_finite() else None
 
 
 def _rows(value: object) -> list[Mapping[str, object]] | None:
