@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -49,3 +50,35 @@ async def test_postgres_migrate_is_idempotent_and_refuses_newer(postgres_empty_u
         conn.execute("INSERT INTO schema_version (version) VALUES (999)")
     with pytest.raises(SchemaMismatch, match="newer than this Pivotal knows"):
         await PostgresStore(postgres_empty_url).open()
+
+
+async def test_sqlite_keeps_the_sagas_counts_from_the_sagas_a_ledger_had(
+    tmp_path: Path, app: Any, checkout_plan: Any
+) -> None:
+    """Migration 16 counts the sagas there are; its triggers keep the counts as sagas are
+    created, change status and are deleted; the gauges read them, not the sagas."""
+    from pivotal import Orchestrator
+    from pivotal.store.queries import SQLITE
+
+    path = tmp_path / "ledger.db"
+    async with SQLiteStore(path) as store:
+        orchestrator = Orchestrator(store, app)
+        for n in range(3):
+            await orchestrator.submit(checkout_plan(f"o-{n}"), saga_id=f"s{n}")
+    db = sqlite3.connect(path, isolation_level=None)
+    db.executescript(  # the ledger as it was before migration 16, with its sagas
+        "DROP TABLE saga_counts; DROP TRIGGER saga_counts_created; "
+        "DROP TRIGGER saga_counts_moved; DROP TRIGGER saga_counts_deleted; "
+        "DELETE FROM schema_version WHERE version = 16;"
+    )
+
+    async with SQLiteStore(path) as store:
+        assert dict((await store.ops_snapshot(0.0)).sagas_by_status) == {"submitted": 3}
+    db.execute("UPDATE sagas SET status = 'completed' WHERE saga_id = 's0'")
+    db.execute("UPDATE sagas SET reason = 'not a status change' WHERE saga_id = 's1'")
+    db.execute("DELETE FROM sagas WHERE saga_id = 's2'")  # no foreign keys on this link
+    async with SQLiteStore(path) as store:
+        counts = dict((await store.ops_snapshot(0.0)).sagas_by_status)
+    assert counts == {"submitted": 1, "completed": 1}
+    plan = db.execute(f"EXPLAIN QUERY PLAN {SQLITE.sagas_by_status}").fetchall()
+    assert "sagas " not in " ".join(str(step[-1]) for step in plan) + " "

@@ -346,10 +346,13 @@ class Dialect:
     schema_exists: str  # one row, one column: whether schema_version exists
     create_schema_version: str
     claim_lock: str = ""  # how the claim locks its candidates (``claim_next``)
+    # how many sagas each status has: SQLite keeps them in a table (migration 16)
+    sagas_by_status: str = "SELECT status, COUNT(*) FROM sagas GROUP BY status"
 
 
 SQLITE = Dialect(
     name="sqlite",
+    sagas_by_status="SELECT status, n FROM saga_counts WHERE n > 0",
     claim_runnable=_claim_runnable(""),  # one writer at a time: nothing to skip
     begin_read="BEGIN",  # WAL: a read transaction sees one snapshot
     schema_exists=(

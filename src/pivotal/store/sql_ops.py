@@ -1,21 +1,22 @@
 """What operations read from any SQL ledger: counts and ages for gauges, worker beats.
 
 Part of every ``SQLStore`` (SQLite and PostgreSQL alike), written once over the backend
-primitives. Every read is one aggregate over an indexed column (``sagas(status, …)``,
-``dead_letters(status, …)``, ``approvals(status)``, ``outbox(status, …)``) and the small
-``workers`` table, all in one read snapshot, so the figures agree with each other.
+primitives. Every read is one aggregate over an indexed column (``dead_letters(status, …)``,
+``approvals(status)``, ``outbox(status, …)``), the small ``workers`` table and the sagas'
+counts by status (``Dialect.sagas_by_status``: a table SQLite keeps, whatever the ledger's
+size), all in one read snapshot, so the figures agree with each other.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from pivotal.store.base import MISSED_BEATS, UNKNOWN_BEAT_SPAN, OpsSnapshot, WorkerInfo
 from pivotal.store.primitives import Fetch, SQLPrimitives, Stmt
+from pivotal.store.queries import Dialect
 
-SAGAS_BY_STATUS = "SELECT status, COUNT(*) FROM sagas GROUP BY status"
 OPEN_DEAD_LETTERS = "SELECT COUNT(*), MIN(created_at) FROM dead_letters WHERE status = 'open'"
 PENDING_APPROVALS = (
     "SELECT COUNT(*), MIN(requested_at), MIN(expires_at) FROM approvals WHERE status = 'pending'"
@@ -85,12 +86,14 @@ def _worker(row: Any, leases: Sequence[str] = ()) -> WorkerInfo:
 class SQLOps(SQLPrimitives):
     """Operations views over the backend primitives."""
 
+    dialect: ClassVar[Dialect]  # the store's (``SQLStore`` sets it)
+
     async def ops_snapshot(self, now: float, alive_within: float = 60.0) -> OpsSnapshot:
         """Counts and ages for gauges (every saga status that has sagas); a worker is alive
         when it beat within ``alive_within`` seconds and has not said it stopped."""
 
         async def read(fetch: Fetch) -> OpsSnapshot:
-            by_status = {str(s): int(n) for s, n in await fetch(SAGAS_BY_STATUS, ())}
+            by_status = {str(s): int(n) for s, n in await fetch(self.dialect.sagas_by_status, ())}
             [(letters, oldest_letter)] = await fetch(OPEN_DEAD_LETTERS, ())
             [(approvals, oldest_request, soonest_expiry)] = await fetch(PENDING_APPROVALS, ())
             outbox = {str(r[0]): (int(r[1]), r[2]) for r in await fetch(OUTBOX_BACKLOG, ())}

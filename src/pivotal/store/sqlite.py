@@ -153,9 +153,8 @@ class SQLiteStore(SQLStore):
                     f"Pivotal knows ({len(SQLITE_MIGRATIONS)}); upgrade Pivotal"
                 )
             for version in range(current + 1, len(SQLITE_MIGRATIONS) + 1):
-                for statement in SQLITE_MIGRATIONS[version - 1].split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
+                for statement in _statements(SQLITE_MIGRATIONS[version - 1]):
+                    conn.execute(statement)
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
         except BaseException:
             conn.execute("ROLLBACK")
@@ -192,6 +191,21 @@ class SQLiteStore(SQLStore):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a migration, each whole (a trigger's body has semicolons too)."""
+    found: list[str] = []
+    pending = ""
+    for part in script.split(";"):
+        pending += part + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                found.append(pending)
+            pending = ""
+    if pending.strip(" \n;"):
+        raise SchemaMismatch(f"a migration ends inside a statement: {pending[:80]!r}")
+    return found
 
 
 def _is_file(path: str) -> bool:
