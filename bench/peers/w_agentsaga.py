@@ -3,7 +3,8 @@
 Runs with ``.bench/agentsaga``'s python. Every tool call writes its intent and its
 commit record to one fsync'd JSON-lines write-ahead log shared by the process (the log
 groups concurrent flushes); agent-saga has no SQLite ledger, so "synchronous=FULL" does
-not apply: its durability is ``write + fsync`` per flush.
+not apply: its durability is ``write + fsync`` per flush. With ``--provider-ms`` each tool
+first waits that long for its provider (``asyncio.sleep``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from agent_saga import saga_scope, tool
 from agent_saga.registry import compensator
 from agent_saga.semantics import ActionSemantics, Compensation
 from agent_saga.wal import AsyncWAL
-from common import STEPS, barrier, emit, parse
+from common import STEPS, barrier, emit, parse, provider, stop_clock
 
 
 @compensator("bench.undo")
@@ -30,6 +31,7 @@ def _undo(result: dict[str, int] | None) -> Compensation:
 
 @tool("noop", semantics=ActionSemantics.COMPENSABLE, compensate=_undo)
 async def noop(n: int) -> dict[str, int]:
+    await provider()
     return {"n": n}
 
 
@@ -60,7 +62,7 @@ async def main() -> None:
     barrier(opts)
     start = time.time()
     await bounded(opts.sagas)
-    end = time.time()
+    end = stop_clock()
     flushes = wal.flush_cycles - flushes_before
     await wal.close()
     emit("agent-saga", opts, start, end, flushes_per_saga=flushes / max(opts.sagas, 1))

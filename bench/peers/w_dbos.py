@@ -3,7 +3,8 @@
 Runs with ``.bench/dbos``'s python, using DBOS's public API (``DBOS``, ``@DBOS.workflow``,
 ``@DBOS.step``). On SQLite the driver creates the file in WAL mode first (the mode
 persists in the file); DBOS leaves ``synchronous`` at SQLite's default, which is FULL in
-this build, and this script checks and prints what the connection actually uses.
+this build, and this script checks and prints what the connection actually uses. With
+``--provider-ms`` each step first waits that long for its provider (``asyncio.sleep``).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import sqlite3
 import time
 import uuid
 
-from common import STEPS, barrier, emit, parse
+from common import STEPS, barrier, emit, parse, provider, stop_clock
 from dbos import DBOS, DBOSConfig, SetWorkflowID
 
 
 @DBOS.step()
 async def noop(n: int) -> int:
+    await provider()
     return n
 
 
@@ -84,7 +86,7 @@ async def main() -> None:
         barrier(opts)
         start = time.time()
         await bounded(opts.sagas, "t")
-        end = time.time()
+        end = stop_clock()
     finally:
         DBOS.destroy()
     emit("dbos", opts, start, end, **sqlite_settings(opts.db))

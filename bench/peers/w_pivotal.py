@@ -4,7 +4,8 @@ Runs with the project's own ``.venv`` so it measures whatever Pivotal is in the 
 tree. ``--mode parked`` submits and runs sagas whose fourth step is a pivot that waits for
 approval, so they end parked (``awaiting_approval``) in the ledger; ``run`` finishes them.
 ``--mode unbounded`` is ``run`` with ``Orchestrator(max_active=None)``: every call starts its
-pass at once instead of waiting its turn beyond 1,000.
+pass at once instead of waiting its turn beyond 1,000. With ``--provider-ms`` each step
+first waits that long for its provider (``asyncio.sleep``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 
-from common import STEPS, barrier, emit, parse
+from common import STEPS, barrier, emit, parse, provider, stop_clock
 from pydantic import BaseModel
 
 from pivotal import Catalogue, Orchestrator, Plan, SQLiteStore, StepContext, Store
@@ -38,6 +39,7 @@ def catalogue() -> Catalogue:
 
     @cat.compensable(undo=undo)
     async def noop(args: NoArgs, ctx: StepContext) -> dict[str, int]:
+        await provider()
         return {"n": args.n}
 
     @cat.pivot()
@@ -94,7 +96,7 @@ async def main() -> None:
         barrier(opts)
         start = time.time()
         await bounded(opts.sagas, opts.in_flight, one)
-        end = time.time()
+        end = stop_clock()
     emit("pivotal", opts, start, end, mode=opts.mode)
 
 

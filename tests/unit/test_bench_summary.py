@@ -118,3 +118,11 @@ def test_rates_in_round_order() -> None:
     assert summary.rates(runs, "pivotal/one") == [1.0, 2.0]
     assert summary.rates(runs, "dbos/one") == []
     assert json.dumps(runs)  # results stay plain JSON
+
+
+def test_paired_ratios_pair_the_rounds_both_measured() -> None:
+    ours = [{"rate": 100.0, "round": 1}, {"rate": 90.0, "round": 2}, {"rate": 80.0, "round": 3}]
+    theirs = [{"rate": 50.0, "round": 1}, {"rate": 30.0, "round": 3}]  # round 2 not run
+
+    assert summary.paired_ratios(ours, theirs) == [2.0, 80.0 / 30.0]
+    assert summary.paired_ratios(ours, []) == []
