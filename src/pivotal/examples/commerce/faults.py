@@ -7,6 +7,7 @@ survives a crash, as a flaky provider's behaviour would.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections import defaultdict, deque
 from enum import StrEnum
 
@@ -57,11 +58,14 @@ class Faults:
         self._queued: dict[str, deque[Fault | None]] = defaultdict(deque)
         self._always: dict[str, Fault] = {}
         self._db: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
 
-    def bind(self, db: sqlite3.Connection) -> None:
-        """Keep the schedule in ``db`` from now on, starting with what is queued here."""
+    def bind(self, db: sqlite3.Connection, lock: threading.RLock | None = None) -> None:
+        """Keep the schedule in ``db`` from now on, starting with what is queued here;
+        ``lock``: what every transaction on ``db`` holds (threads share the connection)."""
         db.execute(_SCHEMA)
         self._db = db
+        self._lock = lock or threading.RLock()
         queued, always = self._queued, self._always
         self._queued, self._always = defaultdict(deque), {}
         for op, faults in queued.items():
@@ -112,14 +116,15 @@ class Faults:
                 return queue.popleft()
             return self._always.get(op)
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            row = db.execute(
-                "SELECT id, fault, always FROM faults WHERE op = ? ORDER BY always, id LIMIT 1",
-                (op,),
-            ).fetchone()
-            if row is not None and not row[2]:
-                db.execute("DELETE FROM faults WHERE id = ?", (row[0],))
-        finally:
-            db.execute("COMMIT")
+        with self._lock:  # a precondition asks on a facts thread while providers are called
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute(
+                    "SELECT id, fault, always FROM faults WHERE op = ? ORDER BY always, id LIMIT 1",
+                    (op,),
+                ).fetchone()
+                if row is not None and not row[2]:
+                    db.execute("DELETE FROM faults WHERE id = ?", (row[0],))
+            finally:
+                db.execute("COMMIT")
         return None if row is None or row[1] is None else Fault(row[1])

@@ -101,7 +101,10 @@ class CommerceServices:
         effects = {r[1] for r in self.db.execute("PRAGMA table_info(effects)")}
         if "expired" not in effects:  # a state file from before idempotency records expired
             self.db.execute("ALTER TABLE effects ADD COLUMN expired INTEGER NOT NULL DEFAULT 0")
-        self.faults.bind(self.db)
+        # one connection for every thread (a precondition's facts thread, the providers'
+        # calls): each transaction on it holds this lock, so none begins inside another's
+        self.lock = threading.RLock()
+        self.faults.bind(self.db, self.lock)
         self._owner = threading.current_thread()
         self._readers = threading.local()  # a connection per other thread (a file's state)
 
@@ -179,6 +182,12 @@ class CommerceServices:
             self._ended(call)
 
     def _apply(self, op: str, key: str, apply: Callable[[sqlite3.Connection], Result]) -> Result:
+        with self.lock:
+            return self._apply_locked(op, key, apply)
+
+    def _apply_locked(
+        self, op: str, key: str, apply: Callable[[sqlite3.Connection], Result]
+    ) -> Result:
         self.db.execute("BEGIN IMMEDIATE")
         try:
             row = self.db.execute(
@@ -271,6 +280,10 @@ class CommerceServices:
         warehouse puts the units of its active reservations back on the shelf and the card
         network drops its open authorisations. Releasing or voiding them later finds
         nothing; capturing them fails."""
+        with self.lock:
+            self._lapse_locked(order_id)
+
+    def _lapse_locked(self, order_id: str) -> None:
         self.db.execute("BEGIN IMMEDIATE")
         held = self.db.execute(
             "SELECT id, sku, warehouse, quantity FROM reservations "
