@@ -18,6 +18,7 @@ import os
 import resource
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -186,3 +187,17 @@ def emit(system: str, opts: argparse.Namespace, start: float, end: float, **extr
     }
     sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()
+
+
+def sqlite_settings(db: str) -> dict[str, object]:
+    """What a fresh connection to the file sees: the persisted journal mode and the
+    default synchronous level (0 off, 1 normal, 2 full, 3 extra)."""
+    if db.startswith("postgres"):
+        return {}
+    conn = sqlite3.connect(db)
+    try:
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        sync = conn.execute("PRAGMA synchronous").fetchone()[0]
+    finally:
+        conn.close()
+    return {"journal_mode": mode, "synchronous": sync}

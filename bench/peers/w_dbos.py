@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 import time
 import uuid
 
-from common import STEPS, barrier, emit, parse, provider, stop_clock
+from common import STEPS, barrier, emit, parse, provider, sqlite_settings, stop_clock
 from dbos import DBOS, DBOSConfig, SetWorkflowID
 
 
@@ -35,20 +34,6 @@ async def bench_saga() -> int:
 
 def url_of(db: str) -> str:
     return db if db.startswith("postgres") else f"sqlite:///{db}"
-
-
-def sqlite_settings(db: str) -> dict[str, object]:
-    """What a fresh connection to the file sees: the persisted journal mode and the
-    default synchronous level (0 off, 1 normal, 2 full, 3 extra)."""
-    if db.startswith("postgres"):
-        return {}
-    conn = sqlite3.connect(db)
-    try:
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        sync = conn.execute("PRAGMA synchronous").fetchone()[0]
-    finally:
-        conn.close()
-    return {"journal_mode": mode, "synchronous": sync}
 
 
 async def main() -> None:

@@ -13,12 +13,11 @@ compensation of its own, so the nodes keep none.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 import uuid
 from typing import TypedDict
 
-from common import STEPS, barrier, emit, parse, provider, stop_clock
+from common import STEPS, barrier, emit, parse, provider, sqlite_settings, stop_clock
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 
@@ -41,16 +40,6 @@ def graph() -> StateGraph:
         previous = f"step{s}"
     g.add_edge(previous, END)
     return g
-
-
-def sqlite_settings(db: str) -> dict[str, object]:
-    conn = sqlite3.connect(db)
-    try:
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        sync = conn.execute("PRAGMA synchronous").fetchone()[0]
-    finally:
-        conn.close()
-    return {"journal_mode": mode, "synchronous": sync}
 
 
 async def main() -> None:
