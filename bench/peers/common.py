@@ -1,4 +1,5 @@
-"""Shared by every workload script: its command line, the start barrier and its JSON line.
+"""Shared by every workload script: its command line, its timed run (``timed``: the warm-up,
+the start barrier, then the sagas, at most ``--in-flight`` at once) and its JSON line.
 
 Each workload runs in its own interpreter (the system's own virtual environment), so this
 module imports only the standard library. It also holds what every workload shares:
@@ -22,6 +23,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ STEPS = 3  # no-op durable steps per saga, for every system
 WARM_UP = 20  # sagas run before the clock starts (imports, caches, schema)
 NETNS_ENV = "BENCH_PEERS_NETNS"  # set inside the loopback-only network namespace
 
+One = Callable[[str], Awaitable[object]]  # a workload's one saga, given its name
 _provider_s = 0.0  # --provider-ms, in seconds
 _servers: list[int] = []  # pids of server processes whose CPU time counts too
 _cpu_at_go: tuple[float, float] | None = None  # (this process, servers) at the barrier
@@ -138,6 +141,32 @@ def barrier(opts: argparse.Namespace) -> None:
         while not os.path.exists(opts.go):
             time.sleep(0.005)
     _cpu_at_go = cpu_seconds()
+
+
+async def many(n: int, at_once: int, prefix: str, one: One) -> None:
+    """``one(name)`` for ``n`` sagas named ``prefix`` and a number, ``at_once`` at a time."""
+    gate = asyncio.Semaphore(at_once)
+
+    async def limited(i: int) -> None:
+        async with gate:
+            await one(f"{prefix}{i}")
+
+    await asyncio.gather(*(limited(i) for i in range(n)))
+
+
+async def measured(opts: argparse.Namespace, one: One) -> tuple[float, float]:
+    """The timed run: from the start barrier, ``--sagas`` sagas (named ``t0``, ``t1``, ...),
+    ``--in-flight`` at a time; its start and end, wall-clock."""
+    barrier(opts)
+    start = time.time()
+    await many(opts.sagas, opts.in_flight, "t", one)
+    return start, stop_clock()
+
+
+async def timed(opts: argparse.Namespace, one: One) -> tuple[float, float]:
+    """``--warm-up`` sagas (named ``w0``, ``w1``, ...), then the timed run (``measured``)."""
+    await many(opts.warm_up, opts.in_flight, "w", one)
+    return await measured(opts, one)
 
 
 def stop_clock() -> float:

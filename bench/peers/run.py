@@ -392,10 +392,7 @@ def report_sqlite(
     print(
         summary.table(
             [
-                "system",
-                f"one at a time ({sizes.one})",
-                f"32 in flight ({sizes.c32})",
-                f"1,000 in flight ({sizes.c1000})",
+                *rate_columns(sizes),
                 f"peak RSS, {sizes.rss:,} in flight",
                 "commits/saga",
                 "fsyncs/saga",
@@ -429,6 +426,16 @@ def report_sqlite(
     print("Same-round ratios, median (min-max):")
     print(summary.table(["ratio", "one at a time", "32 in flight", "1,000 in flight"], ratio_rows))
     report_provider(sizes, runs)
+
+
+def rate_columns(sizes: Sizes) -> list[str]:
+    """The first columns of the tables of sagas/s: the system, then each concurrency."""
+    return [
+        "system",
+        f"one at a time ({sizes.one})",
+        f"32 in flight ({sizes.c32})",
+        f"1,000 in flight ({sizes.c1000})",
+    ]
 
 
 def cell(runs: dict[str, list[summary.Result]], system: System, case: str, n: int) -> str:
@@ -472,10 +479,7 @@ def report_engines(
     print(
         summary.table(
             [
-                "system",
-                f"one at a time ({sizes.one})",
-                f"32 in flight ({sizes.c32})",
-                f"1,000 in flight ({sizes.c1000})",
+                *rate_columns(sizes),
                 "commits/saga",
                 "fsyncs/saga",
                 "durable, when",

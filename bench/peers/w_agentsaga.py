@@ -10,13 +10,12 @@ first waits that long for its provider (``asyncio.sleep``).
 from __future__ import annotations
 
 import asyncio
-import time
 
 from agent_saga import saga_scope, tool
 from agent_saga.registry import compensator
 from agent_saga.semantics import ActionSemantics, Compensation
 from agent_saga.wal import AsyncWAL
-from common import STEPS, barrier, emit, parse, provider, stop_clock
+from common import STEPS, emit, many, measured, parse, provider
 
 
 @compensator("bench.undo")
@@ -43,26 +42,14 @@ async def main() -> None:
         await wal.close()
         return
 
-    async def one(i: int) -> None:
-        async with saga_scope(name=f"bench-{i}", wal=wal):
+    async def one(name: str) -> None:
+        async with saga_scope(name=f"bench-{name}", wal=wal):
             for s in range(STEPS):
                 await noop(n=s)
 
-    async def bounded(n: int) -> None:
-        gate = asyncio.Semaphore(opts.in_flight)
-
-        async def limited(i: int) -> None:
-            async with gate:
-                await one(i)
-
-        await asyncio.gather(*(limited(i) for i in range(n)))
-
-    await bounded(opts.warm_up)
+    await many(opts.warm_up, opts.in_flight, "w", one)
     flushes_before = wal.flush_cycles
-    barrier(opts)
-    start = time.time()
-    await bounded(opts.sagas)
-    end = stop_clock()
+    start, end = await measured(opts, one)
     flushes = wal.flush_cycles - flushes_before
     await wal.close()
     emit("agent-saga", opts, start, end, flushes_per_saga=flushes / max(opts.sagas, 1))

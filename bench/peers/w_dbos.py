@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 import uuid
 
-from common import STEPS, barrier, emit, parse, provider, sqlite_settings, stop_clock
+from common import STEPS, emit, parse, provider, sqlite_settings, timed
 from dbos import DBOS, DBOSConfig, SetWorkflowID
 
 
@@ -54,24 +53,11 @@ async def main() -> None:
             return
         run_id = f"{opts.tag}-{uuid.uuid4().hex[:8]}"
 
-        async def one(i: int) -> None:
-            with SetWorkflowID(f"{run_id}-{i}"):
+        async def one(name: str) -> None:
+            with SetWorkflowID(f"{run_id}-{name}"):
                 await bench_saga()
 
-        async def bounded(n: int, prefix: str) -> None:
-            gate = asyncio.Semaphore(opts.in_flight)
-
-            async def limited(i: int) -> None:
-                async with gate:
-                    await one(i if prefix == "t" else -1 - i)
-
-            await asyncio.gather(*(limited(i) for i in range(n)))
-
-        await bounded(opts.warm_up, "w")
-        barrier(opts)
-        start = time.time()
-        await bounded(opts.sagas, "t")
-        end = stop_clock()
+        start, end = await timed(opts, one)
     finally:
         DBOS.destroy()
     emit("dbos", opts, start, end, **sqlite_settings(opts.db))

@@ -13,11 +13,10 @@ compensation of its own, so the nodes keep none.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from typing import TypedDict
 
-from common import STEPS, barrier, emit, parse, provider, sqlite_settings, stop_clock
+from common import STEPS, emit, parse, provider, sqlite_settings, timed
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 
@@ -51,23 +50,13 @@ async def main() -> None:
         app = graph().compile(checkpointer=saver)
         run_id = f"{opts.tag}-{uuid.uuid4().hex[:8]}"
 
-        async def bounded(n: int, prefix: str) -> None:
-            gate = asyncio.Semaphore(opts.in_flight)
+        async def one(name: str) -> None:
+            config = {"configurable": {"thread_id": f"{run_id}-{name}"}}
+            out = await app.ainvoke({"done": 0}, config, durability="sync")
+            if out["done"] != STEPS:
+                raise SystemExit(f"saga ended with {out}, expected {STEPS} steps")
 
-            async def one(i: int) -> None:
-                async with gate:
-                    config = {"configurable": {"thread_id": f"{run_id}-{prefix}{i}"}}
-                    out = await app.ainvoke({"done": 0}, config, durability="sync")
-                    if out["done"] != STEPS:
-                        raise SystemExit(f"saga ended with {out}, expected {STEPS} steps")
-
-            await asyncio.gather(*(one(i) for i in range(n)))
-
-        await bounded(opts.warm_up, "w")
-        barrier(opts)
-        start = time.time()
-        await bounded(opts.sagas, "t")
-        end = stop_clock()
+        start, end = await timed(opts, one)
     emit("langgraph", opts, start, end, **sqlite_settings(opts.db))
 
 

@@ -11,11 +11,9 @@ first waits that long for its provider (``asyncio.sleep``).
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 
-from common import STEPS, barrier, emit, parse, provider, stop_clock
+from common import STEPS, emit, parse, provider, timed
 from pydantic import BaseModel
 
 from pivotal import Catalogue, Orchestrator, Plan, SQLiteStore, StepContext, Store
@@ -64,16 +62,6 @@ def open_store(db: str) -> Store:
     return SQLiteStore(db)
 
 
-async def bounded(n: int, at_once: int, one: Callable[[int], Awaitable[object]]) -> None:
-    gate = asyncio.Semaphore(at_once)
-
-    async def limited(i: int) -> None:
-        async with gate:
-            await one(i)
-
-    await asyncio.gather(*(limited(i) for i in range(n)))
-
-
 async def main() -> None:
     opts = parse(__doc__ or "", extra_modes=("parked", "unbounded"))
     parked = opts.mode == "parked"
@@ -87,16 +75,12 @@ async def main() -> None:
             orch = Orchestrator(store, catalogue())
         want = "awaiting_approval" if parked else "completed"
 
-        async def one(i: int, prefix: str = "t") -> None:
-            state = await orch.execute(the_plan, saga_id=f"{run_id}-{prefix}{i}")
+        async def one(name: str) -> None:
+            state = await orch.execute(the_plan, saga_id=f"{run_id}-{name}")
             if state.status.value != want:
                 raise SystemExit(f"saga ended {state.status.value}, expected {want}")
 
-        await bounded(opts.warm_up, opts.in_flight, lambda i: one(i, "w"))
-        barrier(opts)
-        start = time.time()
-        await bounded(opts.sagas, opts.in_flight, one)
-        end = stop_clock()
+        start, end = await timed(opts, one)
     emit("pivotal", opts, start, end, mode=opts.mode)
 
 

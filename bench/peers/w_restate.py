@@ -23,13 +23,12 @@ from pathlib import Path
 import restate
 from common import (
     STEPS,
-    barrier,
     die_with_parent,
     emit,
     isolate_network,
     parse,
     provider,
-    stop_clock,
+    timed,
     watch_server,
 )
 from hypercorn.asyncio import serve
@@ -168,22 +167,12 @@ async def main() -> None:
         await until("did not register the handler", server, registered)
         await until("did not route to the handler", server, callable_)
 
-        async def bounded(n: int) -> None:
-            gate = asyncio.Semaphore(opts.in_flight)
+        async def one(name: str) -> None:
+            status, data = await ingress.request("POST", "/bench/saga")
+            if status != 200 or json.loads(data) != STEPS:
+                raise SystemExit(f"saga answered {status} {data[:200]!r}")
 
-            async def one() -> None:
-                async with gate:
-                    status, data = await ingress.request("POST", "/bench/saga")
-                    if status != 200 or json.loads(data) != STEPS:
-                        raise SystemExit(f"saga answered {status} {data[:200]!r}")
-
-            await asyncio.gather(*(one() for _ in range(n)))
-
-        await bounded(opts.warm_up)
-        barrier(opts)
-        start = time.time()
-        await bounded(opts.sagas)
-        end = stop_clock()
+        start, end = await timed(opts, one)
     finally:
         stop.set()
         await serving

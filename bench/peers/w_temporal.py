@@ -28,13 +28,12 @@ from pathlib import Path
 
 from common import (
     STEPS,
-    barrier,
     die_with_parent,
     emit,
     isolate_network,
     parse,
     provider,
-    stop_clock,
+    timed,
     watch_server,
 )
 from temporalio import activity, workflow
@@ -131,24 +130,14 @@ async def main() -> None:
         run_id = f"{opts.tag}-{uuid.uuid4().hex[:8]}"
         async with worker:
 
-            async def bounded(n: int, prefix: str) -> None:
-                gate = asyncio.Semaphore(opts.in_flight)
+            async def one(name: str) -> None:
+                got = await client.execute_workflow(
+                    BenchSaga.run, id=f"{run_id}-{name}", task_queue=QUEUE
+                )
+                if got != STEPS:
+                    raise SystemExit(f"saga returned {got}, expected {STEPS}")
 
-                async def one(i: int) -> None:
-                    async with gate:
-                        got = await client.execute_workflow(
-                            BenchSaga.run, id=f"{run_id}-{prefix}{i}", task_queue=QUEUE
-                        )
-                        if got != STEPS:
-                            raise SystemExit(f"saga returned {got}, expected {STEPS}")
-
-                await asyncio.gather(*(one(i) for i in range(n)))
-
-            await bounded(opts.warm_up, "w")
-            barrier(opts)
-            start = time.time()
-            await bounded(opts.sagas, "t")
-            end = stop_clock()
+            start, end = await timed(opts, one)
     finally:
         server.terminate()
         server.wait(30)
