@@ -233,8 +233,10 @@ def test_a_frozen_worker_is_fenced_after_another_claims_its_saga(any_cli) -> Non
     lease = "SELECT lease_owner, lease_epoch FROM sagas WHERE saga_id = 's1'"
 
     # w1 runs one saga at a time: while its call on s1 blocks, it takes nothing else. Its
-    # lease is short, but long enough for its heartbeat to keep it on a loaded machine.
-    w1_options = ("--concurrency", "1", "--lease-ttl", "3", "--sweep-every", "60")
+    # lease must outlive every stall of its heartbeat while w2 starts and runs s2 (a 3 s
+    # lease lapsed on a machine loaded hundreds of times over), and w2 waits for it to lapse
+    # once w1 is frozen, so a longer one only makes the test slower by as much.
+    w1_options = ("--concurrency", "1", "--lease-ttl", "10", "--sweep-every", "60")
     w1 = start_worker(cli, "w1", app, *w1_options)
     cli.wait_for(lambda: (cli.tmp / "first").exists(), BOUND, what="w1 to start the slow call")
     [(owner, epoch)] = cli.sql(lease)
