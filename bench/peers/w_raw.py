@@ -26,7 +26,7 @@ import sqlite3
 import threading
 import time
 
-from common import STEPS, barrier, emit, parse
+from common import STEPS, barrier, emit, parse, timed
 
 
 def sqlite_conn(path: str) -> sqlite3.Connection:
@@ -206,18 +206,12 @@ async def grouped_sagas(path: str, opts: argparse.Namespace) -> tuple[float, flo
     async with SQLiteStore(path):
         pass
     ledger = GroupedLedger(path)
-    gate = asyncio.Semaphore(opts.in_flight)
 
     async def one(sid: str) -> None:
-        async with gate:
-            await grouped_saga(ledger, sid)
+        await grouped_saga(ledger, sid)
 
     try:
-        await asyncio.gather(*(one(f"w{k}") for k in range(opts.warm_up)))
-        barrier(opts)
-        start = time.time()
-        await asyncio.gather(*(one(f"s{k}") for k in range(opts.sagas)))
-        return start, time.time()
+        return await timed(opts, one)
     finally:
         ledger.close()
 
