@@ -140,6 +140,7 @@ class StepOptions(TypedDict, total=False):
     timeout: float
     lookup_lag: float
     repeatable: bool
+    repeat_before_undo: bool
     retryable: bool
     retry_on: RetryPredicate
     no_effect_on: tuple[type[BaseException], ...]
@@ -217,9 +218,15 @@ class Step:
     # seconds the lookup may lag behind the provider's writes: its "not found" counts only
     # that long after the attempt asked about can no longer land
     lookup_lag: float = 0.0
-    # whether an attempt in doubt may be settled by repeating it with its key (the provider
-    # deduplicates by key); False: only the lookup settles it
+    # whether the action may be called again with its key while an earlier attempt may have
+    # taken effect (the provider deduplicates by key); False: it is called again only once
+    # its lookup found no effect after no attempt could land any more
     repeatable: bool = True
+    # a compensable step whose outcome stayed unknown is undone by its key (its undo finds
+    # the effect, or treats "not found" as done); True: it is first repeated once with its
+    # key, so that the undo gets the result (only when its provider replays by key and its
+    # undo needs the result: a repeat can make the very effect it then reverses)
+    repeat_before_undo: bool = False
     retryable: bool = True
     retry_on: RetryPredicate | None = None
     no_effect_on: tuple[type[BaseException], ...] = ()
@@ -243,6 +250,13 @@ class Step:
             )
         if self.timeout is not None and self.timeout <= 0:
             raise CatalogueError(f"step {self.name!r}: timeout must be positive")
+        if self.repeat_before_undo and (
+            self.kind is not StepKind.COMPENSABLE or not self.repeatable
+        ):
+            raise CatalogueError(
+                f"step {self.name!r}: repeat_before_undo is for a compensable step whose "
+                "provider replays by key (repeatable)"
+            )
         if self.lookup_lag < 0:
             raise CatalogueError(f"step {self.name!r}: lookup_lag must be 0 or more")
         if self.lapses_after is not None:

@@ -217,11 +217,15 @@ def _step_changes(event: Event, rec: StepRecord | None) -> dict[str, Any] | None
     """How a step-level event changes its step's record (None: not a step-level event)."""
     if event.type not in _FORWARD_EVENTS:
         return _undo_changes(event, event.data, rec.undo_doubt_until if rec else None)
-    changes = _forward_changes(event, event.data, rec.doubt_until if rec else None)
-    # when the effect may first, and by when it was last, made
+    doubt = rec.doubt_until if rec else None
+    changes = _forward_changes(event, event.data, doubt)
+    # when the effect may first, and by when it was last, made: an event at ``at`` sees
+    # every call so far ended or in doubt, and none in doubt lands after ``doubt``; so an
+    # event written long after (a recovery) does not make the effect younger than it is
     first = rec.effect_from if rec is not None else None
     changes["effect_from"] = event.at if first is None else first
-    changes["effect_by"] = _later(rec.effect_by if rec is not None else None, event.at)
+    seen = event.at if doubt is None else min(event.at, doubt)
+    changes["effect_by"] = _later(rec.effect_by if rec is not None else None, seen)
     return changes
 
 

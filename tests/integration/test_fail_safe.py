@@ -159,11 +159,9 @@ async def test_an_effect_whose_reply_failed_to_parse_is_undone(
     state = await orch.execute(plan("take", "take", "settle"), saga_id="s")
 
     assert state.status is SagaStatus.COMPENSATED
-    # never retried forward; before it is undone it is repeated once with its key to learn
-    # its outcome (the provider makes no second effect), which fails to parse again: it is
-    # undone by its key
+    # never retried forward, never repeated just to be undone: undone by its key
     assert state.steps[1].status is StepStatus.UNKNOWN
-    assert provider.calls == ["s:0", "s:1", "s:1"]
+    assert provider.calls == ["s:0", "s:1"]
     assert provider.effects["s:1"] == 1
     assert not provider.in_place("s:1"), "the applied effect was left in place"
     assert not provider.in_place("s:0")
@@ -343,10 +341,9 @@ async def test_a_process_that_dies_in_the_same_step_again_and_again_is_bounded(
 
     assert state.status is SagaStatus.COMPENSATED
     assert state.steps[0].status is StepStatus.UNKNOWN
-    # in-doubt attempts counted, then one settling call before the undo (it died too: the
-    # undo went by the key)
-    assert state.steps[0].attempts == QUICK.max_attempts + 1
-    assert state.steps[0].settle_attempt == QUICK.max_attempts + 1
+    # in-doubt attempts counted, then the undo by the key (no settling repeat)
+    assert state.steps[0].attempts == QUICK.max_attempts
+    assert state.steps[0].settle_attempt is None
     await assert_consistent(orch, "s")
 
 

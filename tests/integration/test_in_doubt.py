@@ -151,13 +151,13 @@ async def test_a_paused_process_never_calls_after_another_took_its_saga(
     with pytest.raises(LeaseLost):
         await a.execute(plan("charge", "refuse"), saga_id="s")
 
-    # A's call never went out; B waited until it could no longer land, settled it by
-    # repeating it with its key (the provider applies a key once), and undid that
-    assert provider.calls == [("s:0", "charge")]
+    # A's call never went out; B waited until it could no longer land and undid it by its
+    # key (nothing to undo): nothing was called forward to be undone
+    assert provider.calls == []
     assert not provider.in_place("s:0")
     events = await store.events("s")
     by = [e.data.get("by") for e in events if e.type is EventType.STEP_STARTED and e.step == 0]
-    assert by == ["process-a", "process-b"]
+    assert by == ["process-a"]
     state = (await other.get("s")).state
     assert state.status is SagaStatus.COMPENSATED
     assert await other.replayed("s") == state
@@ -171,14 +171,15 @@ async def test_a_call_that_lands_after_its_timeout_is_settled_then_undone(
 ) -> None:
     """The engine's timeout abandons a call that keeps going (an SDK in a thread): the
     compensation waits until it can no longer land, repeats it with its key (so the late
-    arrival is the same effect) and undoes that; nothing is left in place."""
+    arrival is the same effect) and undoes that; nothing is left in place. The step opts
+    in to that repeat (``repeat_before_undo``): its provider applies a key once."""
     provider = Provider(clock)
     catalogue = Catalogue("doubt", default_timeout=0.05, doubt_grace=10)
 
     async def refund(args: Item, result: Any, ctx: StepContext) -> str:
         return provider.undo(ctx.action_key)
 
-    @catalogue.compensable(undo=refund, retry=ONCE)
+    @catalogue.compensable(undo=refund, retry=ONCE, repeat_before_undo=True)
     async def charge(args: Item, ctx: StepContext) -> dict[str, Any]:
         return await provider.apply(ctx.key)
 

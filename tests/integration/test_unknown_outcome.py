@@ -99,20 +99,22 @@ async def test_lost_reply_is_settled_by_the_lookup(
     await check("lost")
 
 
-async def test_timeout_before_effect_is_settled_as_no_effect_by_the_lookup(
+async def test_timeout_before_effect_is_undone_by_its_key(
     orchestrator, services, faults, checkout_plan, check
 ) -> None:
+    """A timeout is no proof of "no effect": the lookup's "not found" while the call may
+    still land proves nothing, so the step is undone by its key (which finds nothing)."""
     faults.always("ship", Fault.TIMEOUT_BEFORE_EFFECT)
 
     state = await orchestrator.execute(checkout_plan("o-2"), saga_id="nothing")
 
     assert state.status is SagaStatus.COMPENSATED
     ship = state.steps[2]
-    assert ship.status is StepStatus.FAILED
-    assert "lookup found no effect" in (ship.error or "")
-    assert ship.undo_status is UndoStatus.NONE
+    assert ship.status is StepStatus.UNKNOWN
+    assert "outcome unknown" in (ship.error or "")
+    assert ship.undo_status is UndoStatus.DONE
     assert services.rows("shipments") == []
-    assert services.calls("cancel_shipment") == []
+    assert [c["key"] for c in services.calls("cancel_shipment")] == ["nothing:2:undo"]
     assert [p["status"] for p in services.rows("payments")] == ["refunded"]
     await check("nothing")
 
@@ -130,16 +132,14 @@ async def test_lost_reply_without_lookup_is_unknown_and_undone(
     assert state.status is SagaStatus.COMPENSATED
     book = state.steps[1]
     assert book.status is StepStatus.UNKNOWN
-    # two attempts, then one settling call with the same key before the undo: its reply is
-    # lost too, so the undo goes by the key
-    assert book.attempts == 3
-    assert book.settle_attempt == 3
-    assert "settling forward" in (book.error or "")
+    # two attempts, then the undo by the key: never repeated just to be undone
+    assert book.attempts == 2
+    assert book.settle_attempt is None
     assert book.undo_status is UndoStatus.DONE
     assert undo_results == [None]  # the undo found the effect by its action key
     events = await store.events("unknown")
     unknown = [e for e in events if e.type is EventType.STEP_UNKNOWN]
-    assert [e.step for e in unknown] == [1, 1]
+    assert [e.step for e in unknown] == [1]
     assert "outcome unknown" in unknown[0].data["error"]
     assert not [e for e in events if e.type is EventType.STEP_FAILED]
     assert [e.step for e in events if e.type is EventType.UNDO_STARTED] == [1, 0]
@@ -163,10 +163,10 @@ async def test_step_timeout_is_an_unknown_outcome_never_a_no_effect_failure(
     assert state.status is SagaStatus.COMPENSATED
     book = state.steps[1]
     assert book.status is not StepStatus.FAILED
-    # both attempts were cut off by the step's timeout; the settling call with the same
-    # key, once they could no longer land, answered with the effect, which was undone
-    assert book.status is StepStatus.SUCCEEDED
-    assert book.settle_attempt == 3
+    # both attempts were cut off by the step's timeout; once they could no longer land,
+    # the effect was undone by its key
+    assert book.status is StepStatus.UNKNOWN
+    assert book.settle_attempt is None
     assert book.undo_status is UndoStatus.DONE
     events = await store.events("slow")
     [retry] = [e for e in events if e.type is EventType.STEP_RETRY_SCHEDULED]
@@ -174,7 +174,7 @@ async def test_step_timeout_is_an_unknown_outcome_never_a_no_effect_failure(
     # the retry waited until the abandoned call could no longer land
     assert retry.data["next_attempt_at"] >= retry.data["doubt_until"] is not None
 
-    assert [c["key"] for c in services.calls("ship")] == ["slow:1"] * 3
+    assert [c["key"] for c in services.calls("ship")] == ["slow:1"] * 2
     [shipment] = services.rows("shipments")
     assert shipment["status"] == "cancelled"  # the effect that timed out was reversed
     assert [r["status"] for r in services.rows("reservations")] == ["released"]

@@ -26,6 +26,7 @@ from pivotal.catalogue import (
     undo_key,
 )
 from pivotal.clock import Clock
+from pivotal.engine.machine import Do, End, Facts, Found, Phase, Tick, decide, may_start
 from pivotal.errors import LeaseLost, StoreError, VersionConflict
 from pivotal.holds import cover, expiry_cause, lapsed_since, moment
 from pivotal.hooks import Hook, Point
@@ -479,20 +480,20 @@ class SagaRun:
                 raise Abandoned(f"no outcome within {limit:g}s: the call was abandoned") from None
             raise
 
-    async def _lookup(self, index: int, attempt: int) -> tuple[bool | None, Any]:
-        """(True, result) found; (False, None) not found; (None, None) could not tell."""
+    async def _lookup(self, index: int, attempt: int) -> tuple[Found, Any]:
+        """What the step's lookup answers about its action's key, and the result found."""
         step = self.step_of(index)
         if step.lookup is None:
-            return None, None
+            return Found.NO_LOOKUP, None
         try:
             found = await self._bounded(
                 step.lookup(self.args_of(index), self.context(index, attempt)), self._limit(step)
             )
         except Exception:
-            return None, None
+            return Found.CANNOT_TELL, None
         if found is None:
-            return False, None
-        return True, jsonable(found)
+            return Found.NOT_FOUND, None
+        return Found.FOUND, jsonable(found)
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -817,43 +818,41 @@ class SagaRun:
             # an attempt may have taken effect (interrupted, or in doubt when a person
             # resumed the saga): a found effect settles it at once
             found, result = await self._lookup(index, rec.attempts)
-            if found:
+            if decide(Phase.RESUMED, found, Facts()).do is Do.SUCCEED:
                 await self._succeed(index, result, via="lookup")
                 return
-            if resumed and found is None and step.lookup is not None:
+            if resumed and found is Found.CANNOT_TELL:
                 # the wait for a person may have outlived the provider's record of the key:
                 # a repeat could make the effect twice, so only a lookup may settle it
                 await self._unknown(index, 0, _UNTOLD_ON_RESUME, doubt=rec.doubt_until)
                 return
         if rec.status is StepStatus.STARTED:
             error = f"attempt {rec.attempts} was interrupted before its outcome was recorded"
-            if rec.doubt_until is not None and self.clock.now() < rec.doubt_until:
-                # it may still land: nothing calls the step again before it cannot
-                await self._doubt_wait(index, rec.attempts, error, rec.doubt_until)
-            elif policy.exhausted(rec.attempts):
-                await self._settle_doubt(
-                    index, rec.attempts, error, Outcome.UNKNOWN, doubt=rec.doubt_until
-                )
+            if await self._after_call(index, rec.attempts, End.INTERRUPTED, error, None):
                 return
         while True:
             rec = self.state.steps[index]
             if rec.status is StepStatus.RETRY_WAIT:
                 await self._wait_until(rec.next_attempt_at)
-                if policy.exhausted(rec.attempts):  # only a wait for doubt gets here
-                    error = rec.error or ""
-                    doubt = rec.doubt_until
-                    await self._settle_doubt(
-                        index, rec.attempts, error, Outcome.UNKNOWN, doubt=doubt
-                    )
-                    return
+                rec = self.state.steps[index]
+                if rec.doubt_until is not None and (
+                    policy.exhausted(rec.attempts) or not _repeatable(step)
+                ):
+                    # an earlier attempt may have taken effect, and calling again needs
+                    # proof that it did not: its lookup, now that it cannot land
+                    facts = self._facts_of(index, rec.attempts, End.INTERRUPTED, rec.doubt_until)
+                    error, doubt = rec.error or "", rec.doubt_until
+                    if await self._settle_doubt(index, rec.attempts, error, facts, doubt):
+                        return
+                    continue  # called again (nothing landed), or a durable wait recorded
             attempt = rec.attempts + 1
-            before = rec.doubt_until  # what earlier attempts leave in doubt
             ctx = self.context(index, attempt)
             if self.options.pause_before(index):
                 raise Suspended(f"paused before step {index}")
             await self._hook(Point.BEFORE_INTENT, index)
             limit = self._limit(step)
             await self._fence()
+            not_after = self.clock.now() + limit  # no call of this attempt starts later
             await self.emit(
                 self.event(
                     EventType.STEP_STARTED,
@@ -861,44 +860,86 @@ class SagaRun:
                     attempt,
                     key=ctx.key,
                     by=self.options.owner,
-                    deadline=self.clock.now() + limit + self.catalogue.doubt_grace,
+                    deadline=not_after + self.catalogue.doubt_grace,
                 )
             )
             await self._hook(Point.AFTER_INTENT, index)
             await self._fence()
-            call = self._call(ctx)
-            abandoned = False
-            with self.telemetry.call(call):
-                if call.traceparent != ctx.traceparent:  # an observer started a span
-                    ctx = replace(ctx, traceparent=call.traceparent)
-                try:
-                    result = await self._bounded(step.action(args, ctx), limit)
-                except Exception as exc:
-                    abandoned = isinstance(exc, Abandoned)
-                    outcome = classify(exc, step.retry_on, step.no_effect_on)
-                    error = describe(exc)
-                    self._traces[index, False] = from_exception(exc)
-                    call.outcome = _outcome_name(exc, outcome)
-                else:
-                    call.outcome = "succeeded"
-            if call.outcome == "succeeded":
+            end, result, error = await self._call_action(index, step, args, ctx, not_after)
+            if end is End.RETURNED:
                 await self._hook(Point.AFTER_EFFECT, index)
                 await self._succeed(index, jsonable(result), messages=ctx.outbox)
                 return
-            # an abandoned call may still land until its deadline; one that returned cannot
-            doubt = self.state.steps[index].doubt_until if abandoned else before
-            if outcome is Outcome.TRANSIENT and not policy.exhausted(attempt):
-                await self._schedule(
-                    EventType.STEP_RETRY_SCHEDULED, index, attempt, error, policy, doubt=doubt
-                )
-                continue
-            if outcome in (Outcome.PERMANENT, Outcome.ABORT) and attempt == 1 and before is None:
-                await self._fail(index, attempt, error, outcome.value)
+            if await self._after_call(index, attempt, end, error, rec.doubt_until):
                 return
-            # The outcome is unknown, retries ran out, or a retry was refused after an
-            # earlier attempt whose outcome was never known: it may have taken effect.
-            await self._settle_doubt(index, attempt, error, outcome, doubt=doubt)
-            return
+
+    async def _call_action(
+        self, index: int, step: Step, args: BaseModel, ctx: StepContext, not_after: float
+    ) -> tuple[End, Any, str]:
+        """Call the action, bounded by ``not_after`` (fixed before its intent): how it ended,
+        its result, and what it raised."""
+        call = self._call(ctx)
+        with self.telemetry.call(call):
+            if call.traceparent != ctx.traceparent:  # an observer started a span
+                ctx = replace(ctx, traceparent=call.traceparent)
+            if not may_start(self.clock.now(), not_after):
+                call.outcome = "not_started"
+                return End.NOT_STARTED, None, "its deadline passed before the call could begin"
+            try:
+                result = await self._bounded(step.action(args, ctx), not_after - self.clock.now())
+            except Exception as exc:
+                outcome = classify(exc, step.retry_on, step.no_effect_on)
+                self._traces[index, False] = from_exception(exc)
+                call.outcome = _outcome_name(exc, outcome)
+                return _end_of(exc, outcome), None, describe(exc)
+            call.outcome = "succeeded"
+            return End.RETURNED, result, ""
+
+    def _facts_of(self, index: int, attempt: int, end: End, before: float | None = None) -> Facts:
+        """What the machine reads about step ``index`` after its attempt ``attempt`` ended
+        with ``end`` (``before``: until when earlier attempts may land)."""
+        step, rec = self.step_of(index), self.state.steps[index]
+        doubt = rec.doubt_until
+        return Facts(
+            retries_left=not step.policy.exhausted(attempt),
+            repeatable=_repeatable(step),
+            earlier_doubt=before is not None,
+            wants_retry=end in _WANTS_RETRY,
+            aborted=end is End.ABORT,
+            compensable=step.kind is StepKind.COMPENSABLE,
+            can_land=doubt is not None and self.clock.now() < doubt,
+        )
+
+    async def _after_call(
+        self, index: int, attempt: int, end: End, error: str, before: float | None
+    ) -> bool:
+        """Carry out what the machine decides once attempt ``attempt`` ended with ``end``
+        (``before``: until when earlier attempts may land). True: the step has its outcome
+        (or waits, settled later); False: call it again."""
+        step = self.step_of(index)
+        # whoever cut a call short (our bound, a client library's timeout, a lost pass), it
+        # may land until its deadline; only a call that provably took no effect does not
+        landed = end in _MAY_HAVE_LANDED
+        doubt = self.state.steps[index].doubt_until if landed else before
+        facts = self._facts_of(index, attempt, end, before)
+        do = decide(Phase.CALLED, end, replace(facts, can_land=_open(doubt, self.clock.now()))).do
+        if do is Do.FAIL:
+            await self._fail(index, attempt, error, _FAILED_AS[end])
+            return True
+        if do in (Do.RETRY, Do.RETRY_AFTER_DOUBT):
+            not_before = doubt if do is Do.RETRY_AFTER_DOUBT else None
+            await self._schedule(
+                EventType.STEP_RETRY_SCHEDULED,
+                index,
+                attempt,
+                error,
+                step.policy,
+                doubt=doubt,
+                not_before=not_before,
+            )
+            return False
+        facts = replace(facts, earlier_doubt=doubt is not None)
+        return await self._settle_doubt(index, attempt, error, facts, doubt)
 
     async def _fence(self) -> None:
         """``LeaseLost`` unless the pass still holds its lease (see ``RunOptions``)."""
@@ -909,16 +950,18 @@ class SagaRun:
         """How long the next call of ``step`` may take."""
         return self.catalogue.timeout_of(step)
 
-    async def _doubt_wait(self, index: int, attempt: int, error: str, until: float) -> None:
-        """Record that the step waits, in doubt, until ``until``; the loop then waits."""
+    async def _doubt_wait(
+        self, index: int, attempt: int, error: str, at: float, doubt: float | None
+    ) -> None:
+        """Record that the step waits, in doubt until ``doubt``, for its lookup at ``at``."""
         await self.emit(
             self.event(
                 EventType.STEP_RETRY_SCHEDULED,
                 index,
                 attempt,
-                error=f"{error}; it may still take effect until {until:.3f}",
-                next_attempt_at=until,
-                doubt_until=until,
+                error=f"{error}; it may still take effect until {(doubt or at):.3f}",
+                next_attempt_at=at,
+                doubt_until=doubt,
             )
         )
 
@@ -983,61 +1026,70 @@ class SagaRun:
         policy: RetryPolicy,
         *,
         doubt: float | None = None,
+        not_before: float | None = None,
     ) -> None:
-        """Schedule the next attempt after backoff, and never before ``doubt`` (an earlier
-        attempt may land until then: the same key is never called twice at once)."""
+        """Schedule the next attempt after backoff, and never before ``not_before``;
+        ``doubt``: until when an earlier attempt may land."""
         at = self.clock.now() + policy.delay(attempt, self.rng)
-        if doubt is not None:
-            at = max(at, doubt)
+        if not_before is not None:
+            at = max(at, not_before)
         await self.emit(
             self.event(type, index, attempt, error=error, next_attempt_at=at, doubt_until=doubt)
         )
 
     async def _settle_doubt(
-        self,
-        index: int,
-        attempt: int,
-        error: str,
-        outcome: Outcome,
-        *,
-        doubt: float | None,
-    ) -> None:
-        """An attempt may have taken effect: settle by lookup, else record it unknown.
-
-        The lookup's "not found" counts only once no attempt can land any more (``doubt``:
-        until when one may) and its ``lookup_lag`` has passed; before
-        that, it is asked again while the wait fits in the pass, then the step stays in
-        doubt. After an ``Abort`` an effect found by lookup is not a success: the step is
-        recorded with an unknown outcome so that compensation undoes it.
-        """
-        found = await self._lookup_settled(index, attempt, doubt)
-        if found is not None and found[0] and outcome is not Outcome.ABORT:
-            await self._succeed(index, found[1], via="lookup")
-        elif found is not None and not found[0]:
-            error = f"{error} (after {attempt} attempts; lookup found no effect)"
-            await self._fail(index, attempt, error, "exhausted")
-        else:
-            await self._unknown(
-                index, attempt, f"{error} (after {attempt} attempts; outcome unknown)", doubt=doubt
+        self, index: int, attempt: int, error: str, facts: Facts, doubt: float | None
+    ) -> bool:
+        """An attempt may have taken effect (``doubt``: until when one may land): once none
+        can and the lookup's ``lookup_lag`` has passed, its lookup settles it, as the
+        machine decides. A wait longer than the pass may take is recorded, when a retry
+        waits on the answer; else nobody can tell yet. True: the step has its outcome;
+        False: go on (called again, or a durable wait was recorded)."""
+        now = self.clock.now()
+        ready = max(doubt or 0.0, now) + self.step_of(index).lookup_lag
+        found, result = await self._lookup(index, attempt)  # a found effect counts at once
+        # "not found" counts only once nothing can land; it is waited for only where it
+        # decides something (a retry, or a pivot compensating rather than going to a
+        # person): a compensable step is undone by its key either way, a retriable one
+        # goes to a person either way
+        decisive = (facts.wants_retry and facts.retries_left) or (
+            self.step_of(index).kind is StepKind.PIVOT
+        )
+        if found is Found.NOT_FOUND and ready > now and not decisive:
+            found = Found.CANNOT_TELL
+        elif found is Found.NOT_FOUND and ready > now:
+            if ready - now > self.options.max_inline_wait or self.options.should_stop():
+                if facts.wants_retry and facts.retries_left:
+                    await self._doubt_wait(index, attempt, error, ready, doubt)
+                    return False
+                found = Found.CANNOT_TELL  # it may still land, or the lookup not yet see it
+            else:
+                await self.clock.sleep(ready - now)
+                found, result = await self._lookup(index, attempt)
+        do = decide(Phase.SETTLED, found, facts).do
+        tried = f"after {attempt} attempts"
+        if do is Do.SUCCEED:
+            await self._succeed(index, result, via="lookup")
+        elif do is Do.FAIL:
+            await self._fail(
+                index, attempt, f"{error} ({tried}; lookup found no effect)", "exhausted"
             )
-
-    async def _lookup_settled(
-        self, index: int, attempt: int, doubt: float | None
-    ) -> tuple[bool, Any] | None:
-        """(True, result) found; (False, None) provably not there; None: cannot tell."""
-        ready = max(doubt or 0.0, self.clock.now()) + self.step_of(index).lookup_lag
-        while True:
-            found, result = await self._lookup(index, attempt)
-            if found:
-                return True, result
-            if found is None:
-                return None
-            wait = ready - self.clock.now()
-            if wait <= 0:
-                return False, None
-            if wait > self.options.max_inline_wait or self.options.should_stop():
-                return None  # it may still land, or the lookup not yet see it
-            await self.clock.sleep(wait)
+        elif do is Do.RETRY:  # provably nothing landed, and none can: call it again
+            await self.emit(
+                self.event(
+                    EventType.STEP_RETRY_SCHEDULED,
+                    index,
+                    attempt,
+                    error=f"{error} (lookup found no effect: called again)",
+                    next_attempt_at=self.clock.now(),
+                    doubt_until=doubt,  # kept: a lagging lookup is survived by undos
+                )
+            )
+            return False
+        else:
+            told = "lookup found no effect" if found is Found.NOT_FOUND else "outcome unknown"
+            await self._unknown(index, attempt, f"{error} ({tried}; {told})", doubt=doubt)
+        return True
 
     # -- backward -----------------------------------------------------------------------
 
@@ -1065,33 +1117,38 @@ class SagaRun:
 
     async def _settle_forward(self, index: int) -> bool:
         """Before a step whose outcome is not known is undone: wait until no attempt of it
-        can land any more, then settle it forward (repeat the action with its key: a late
-        arrival is deduplicated by the provider, and the undo gets the result), or by its
-        lookup when the step is not repeatable. False when its lookup proved it took no
-        effect (no undo is needed); True: undo it (with its result, or by its key)."""
+        can land any more, then look it up by its key. Found: its result is recorded and
+        the undo gets it. Otherwise the undo is called by its key (it treats "not found" as
+        done), unless the step opted in to one settling repeat (``repeat_before_undo``).
+        True: undo it."""
         rec = self.state.steps[index]
         if rec.status is StepStatus.SUCCEEDED or rec.undo_attempts > 0:
             return True  # its result is known, or its undo has begun: never act again
-        if rec.doubt_until is not None and self.clock.now() < rec.doubt_until:
+        step = self.step_of(index)
+        facts = Facts(
+            repeatable=step.repeatable and step.retryable,
+            can_land=_open(rec.doubt_until, self.clock.now()),
+            repeat_before_undo=step.repeat_before_undo,
+            repeated=rec.settle_attempt is not None,
+        )
+        if decide(Phase.UNDOING, Tick.NOW, facts).do is Do.WAIT and rec.doubt_until:
             waiting = f"{rec.name} (step {index}) may still take effect"
             await self._schedule_undo_at(index, 0, waiting, rec.doubt_until)
             await self._wait_until(rec.doubt_until)
-        step = self.step_of(index)
-        found = await self._lookup_settled(index, rec.attempts, None)
-        if found is not None and found[0]:
-            await self._succeed(index, found[1], via="lookup")
+            facts = replace(facts, can_land=False)
+            decide(Phase.UNDOING, Tick.NOW, facts)
+        found, result = await self._lookup(index, rec.attempts)
+        do = decide(Phase.UNDOING, found, facts).do
+        if do is Do.UNDO:
+            await self._succeed(index, result, via="lookup")
             return True
-        once = not step.repeatable or not step.retryable  # declared: never call it again
-        if once or rec.settle_attempt is not None:  # at most one settling call
-            if found is not None:  # provably nothing there
-                await self._fail(index, rec.attempts, "no effect was found", "settled")
-                return False
-            rec = self.state.steps[index]
-            if rec.status is StepStatus.STARTED:  # its last attempt never told
-                error = f"attempt {rec.attempts} was interrupted before its outcome was recorded"
-                await self._unknown(index, rec.attempts, error, doubt=rec.doubt_until)
-            return True  # undo by its key: the undo treats "not found" as undone
-        return await self._repeat(index)
+        if do is Do.REPEAT:
+            return await self._repeat(index)
+        rec = self.state.steps[index]
+        if rec.status is StepStatus.STARTED:  # its last attempt never told
+            error = f"attempt {rec.attempts} was interrupted before its outcome was recorded"
+            await self._unknown(index, rec.attempts, error, doubt=rec.doubt_until)
+        return True  # undo by its key: the undo treats "not found" as undone
 
     async def _repeat(self, index: int) -> bool:
         """One more attempt of an in-doubt action with its key, to learn its outcome."""
@@ -1103,8 +1160,8 @@ class SagaRun:
         before = self.state.steps[index].doubt_until
         ctx = self.context(index, attempt)
         await self._hook(Point.BEFORE_INTENT, index)
-        limit = self._limit(step)
         await self._fence()
+        not_after = self.clock.now() + self._limit(step)
         await self.emit(
             self.event(
                 EventType.STEP_STARTED,
@@ -1112,32 +1169,21 @@ class SagaRun:
                 attempt,
                 key=ctx.key,
                 by=self.options.owner,
-                deadline=self.clock.now() + limit + self.catalogue.doubt_grace,
+                deadline=not_after + self.catalogue.doubt_grace,
                 settle=True,
             )
         )
         await self._hook(Point.AFTER_INTENT, index)
         await self._fence()
-        call = self._call(ctx)
-        with self.telemetry.call(call):
-            try:
-                result = await self._bounded(step.action(args, ctx), limit)
-            except Exception as exc:
-                outcome = classify(exc, step.retry_on, step.no_effect_on)
-                call.outcome = _outcome_name(exc, outcome)
-                self._traces[index, False] = from_exception(exc)
-                # even a refusal proves nothing here (a provider may refuse a key it has
-                # applied): the undo, by the key, looks for the effect itself
-                doubt = (
-                    self.state.steps[index].doubt_until if isinstance(exc, Abandoned) else before
-                )
-                await self._unknown(
-                    index, attempt, f"settling forward: {describe(exc)}", doubt=doubt
-                )
-                return True
-            call.outcome = "succeeded"
-        await self._hook(Point.AFTER_EFFECT, index)
-        await self._succeed(index, jsonable(result), via="settle", messages=ctx.outbox)
+        end, result, error = await self._call_action(index, step, args, ctx, not_after)
+        if end is End.RETURNED:
+            await self._hook(Point.AFTER_EFFECT, index)
+            await self._succeed(index, jsonable(result), via="settle", messages=ctx.outbox)
+            return True
+        # even a refusal proves nothing here (a provider may refuse a key it has applied):
+        # the undo, by the key, looks for the effect itself, once the repeat cannot land
+        doubt = self.state.steps[index].doubt_until if end in _MAY_HAVE_LANDED else before
+        await self._unknown(index, attempt, f"settling forward: {error}", doubt=doubt)
         return True
 
     async def undo(self, index: int) -> None:
@@ -1168,6 +1214,8 @@ class SagaRun:
                     last, doubt = rec.undo_error or "", rec.undo_doubt_until
                     await self._park(index, rec.undo_attempts, last, retries=0, doubt=doubt)
                     return
+            if await self._undo_waits(index):
+                continue
             attempt = rec.undo_attempts + 1
             before = rec.undo_doubt_until
             error = await self._undo_attempt(index, attempt)
@@ -1178,11 +1226,39 @@ class SagaRun:
             retry = outcome in (Outcome.TRANSIENT, Outcome.UNKNOWN)
             if retry and not policy.exhausted(attempt):
                 await self._schedule(
-                    EventType.UNDO_RETRY_SCHEDULED, index, attempt, message, policy, doubt=doubt
+                    EventType.UNDO_RETRY_SCHEDULED,
+                    index,
+                    attempt,
+                    message,
+                    policy,
+                    doubt=doubt,
+                    not_before=doubt,  # never beside an undo attempt that may still run
                 )
                 continue
             await self._park(index, attempt, message, retries=0, doubt=doubt)
             return
+
+    async def _undo_waits(self, index: int) -> bool:
+        """True when the machine says no undo may be called now (an attempt of the action
+        or of the undo may still land): the wait is recorded, and the loop waits for it."""
+        rec, now = self.state.steps[index], self.clock.now()
+        facts = Facts(
+            can_land=_open(rec.doubt_until, now), undo_can_land=_open(rec.undo_doubt_until, now)
+        )
+        if decide(Phase.UNDO_GATE, Tick.NOW, facts).do is not Do.WAIT:
+            return False
+        until = max(t for t in (rec.doubt_until, rec.undo_doubt_until) if t is not None)
+        await self.emit(
+            self.event(
+                EventType.UNDO_RETRY_SCHEDULED,
+                index,
+                rec.undo_attempts,
+                error=f"{rec.name} (step {index}) may still take effect until {until:.3f}",
+                next_attempt_at=until,
+                doubt_until=rec.undo_doubt_until,
+            )
+        )
+        return True
 
     async def _lapsed(self, index: int) -> bool:
         """True when the step's effect is a hold that has certainly lapsed on its own: its
@@ -1300,8 +1376,9 @@ class SagaRun:
         if await self._lapsed(index):  # a parked release of a hold that has since lapsed
             await self._settle()
             return True
-        if rec.undo_doubt_until is not None and self.clock.now() < rec.undo_doubt_until:
-            return False  # its last attempt may still be running: not now
+        now = self.clock.now()
+        if _open(rec.undo_doubt_until, now) or _open(rec.doubt_until, now):
+            return False  # an attempt of the undo or of the action may still land: not now
         before = rec.undo_doubt_until
         error = await self._undo_attempt(index, rec.undo_attempts + 1)
         if error is not None:
@@ -1362,3 +1439,31 @@ def _note(note: object) -> str:
     """What an undo reported doing, as bounded text."""
     text = str.__str__(note) if isinstance(note, str) else describe_value(note)
     return text if len(text) <= _NOTE_LIMIT else text[:_NOTE_LIMIT] + "..."
+
+
+# how a call that ended can still take effect: whoever cut it short, it may land until its
+# deadline; only a call that provably took no effect (or never began) cannot
+_MAY_HAVE_LANDED = frozenset({End.TRANSIENT, End.UNKNOWN, End.ABANDONED, End.INTERRUPTED})
+_WANTS_RETRY = frozenset({End.TRANSIENT, End.ABANDONED, End.INTERRUPTED, End.NOT_STARTED})
+_FAILED_AS = {End.NO_EFFECT: "permanent", End.ABORT: "abort", End.NOT_STARTED: "not_started"}
+
+
+def _end_of(exc: BaseException, outcome: Outcome) -> End:
+    if isinstance(exc, Abandoned):
+        return End.ABANDONED
+    return {
+        Outcome.TRANSIENT: End.TRANSIENT,
+        Outcome.PERMANENT: End.NO_EFFECT,
+        Outcome.ABORT: End.ABORT,
+        Outcome.UNKNOWN: End.UNKNOWN,
+    }[outcome]
+
+
+def _repeatable(step: Step) -> bool:
+    """Whether the step's provider deduplicates by key, so calling it again is safe."""
+    return step.repeatable and step.retryable
+
+
+def _open(doubt: float | None, now: float) -> bool:
+    """Whether an attempt in doubt until ``doubt`` may still land at ``now``."""
+    return doubt is not None and now < doubt

@@ -1,0 +1,301 @@
+"""What happens to a step whose call may have taken effect: declared once, as a table.
+
+Pure: no asyncio, no store, no clock. Time arrives already compared (``Facts`` says whether
+an attempt may still land at the ledger's ``now``), the world as one observation: how a call
+ended (``End``) or what a lookup answered (``Found``). ``decide`` returns the first row of
+``TABLE`` for that phase and observation whose conditions hold; a phase and observation with
+no row is ``Impossible``, and so is a set of facts no row of theirs accepts.
+
+The driver (``pivotal.engine.run``) carries each decision out on every path that reaches it:
+a first call, a retry, a pass resumed after a crash, compensation, a dead letter's retry.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from enum import StrEnum
+
+
+class Phase(StrEnum):
+    """Where the step is when something is observed."""
+
+    CALLED = "called"  # a call of its action ended (or was found interrupted)
+    RESUMED = "resumed"  # a new pass found an attempt without an outcome; its lookup answered
+    SETTLED = "settled"  # no attempt can land any more and the lookup's lag passed: it answered
+    UNDOING = "undoing"  # compensation reached a step whose outcome is not known
+    UNDO_GATE = "undo_gate"  # an undo is about to be called
+
+
+class End(StrEnum):
+    """How a call of the action ended, as the driver saw it."""
+
+    RETURNED = "returned"
+    NO_EFFECT = "no_effect"  # ``Permanent`` or one of the step's ``no_effect_on``
+    ABORT = "abort"  # the action raised ``Abort``: compensate
+    TRANSIENT = "transient"  # raised an error worth retrying: it may have taken effect
+    UNKNOWN = "unknown"  # raised anything else: it may have taken effect
+    ABANDONED = "abandoned"  # its bound passed: it may still be running, and land
+    INTERRUPTED = "interrupted"  # a pass ended during the call: found started on resume
+    NOT_STARTED = "not_started"  # its ``not_after`` passed before it could start: not called
+
+
+class Found(StrEnum):
+    """What a lookup by the action's key answered."""
+
+    FOUND = "found"
+    NOT_FOUND = "not_found"
+    CANNOT_TELL = "cannot_tell"  # it raised, timed out, or the wait for its lag is too long
+    NO_LOOKUP = "no_lookup"  # the step has none
+
+
+class Tick(StrEnum):
+    """Nothing was observed: the driver asks what to do now."""
+
+    NOW = "now"
+
+
+Seen = End | Found | Tick
+
+
+class Do(StrEnum):
+    """What the driver does next."""
+
+    SUCCEED = "succeed"  # record the result (the call's, or the lookup's)
+    FAIL = "fail"  # record that the step took no effect
+    RETRY = "retry"  # call again with the same key after the policy's backoff
+    RETRY_AFTER_DOUBT = "retry_after_doubt"  # the same, never before the attempt cannot land
+    SETTLE = "settle"  # once no attempt can land and the lookup's lag passed, ask the lookup
+    UNKNOWN = "unknown"  # record the outcome unknown: compensation undoes it by its key
+    CONTINUE = "continue"  # decide as after the interrupted call (``CALLED``, ``INTERRUPTED``)
+    WAIT = "wait"  # until no attempt can land any more
+    LOOKUP = "lookup"  # ask the step's lookup now
+    UNDO = "undo"  # record the found result, then undo with it
+    UNDO_BY_KEY = "undo_by_key"  # undo without a result: the undo finds the effect by key
+    REPEAT = "repeat"  # call the action once more with its key, to give the undo its result
+    GO = "go"  # call the undo
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the rules read about one step, compared at the ledger's ``now``."""
+
+    retries_left: bool = True  # the retry policy allows another attempt
+    repeatable: bool = True  # the provider deduplicates by key: calling again is safe
+    earlier_doubt: bool = False  # an earlier attempt may have taken effect
+    wants_retry: bool = False  # the call ended the way a retry answers (transient, cut off)
+    aborted: bool = False  # the call raised ``Abort``: an effect found is undone
+    compensable: bool = True  # the step has an undo
+    can_land: bool = False  # an attempt of the action may still land
+    undo_can_land: bool = False  # an attempt of the undo may still land
+    repeat_before_undo: bool = False  # the step opts in to a settling repeat before its undo
+    repeated: bool = False  # that repeat was made already (at most one)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One transition: in ``phase``, on ``seen``, when every condition holds, ``do``.
+
+    A condition names a field of ``Facts``; ``!name`` asks for it to be false."""
+
+    phase: Phase
+    seen: Seen
+    when: tuple[str, ...]
+    do: Do
+    why: str
+
+    def holds(self, facts: Facts) -> bool:
+        for cond in self.when:
+            want = not cond.startswith("!")
+            if getattr(facts, cond.lstrip("!")) is not want:
+                return False
+        return True
+
+    @property
+    def id(self) -> str:
+        return f"{self.phase}/{self.seen}/{','.join(self.when) or '*'}"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    do: Do
+    row: Row
+
+
+class Impossible(Exception):
+    """The table has no transition for what was observed: a bug in the driver or the table."""
+
+
+_MAY_HAVE_LANDED = (End.TRANSIENT, End.UNKNOWN, End.ABANDONED, End.INTERRUPTED)
+
+
+def _rows() -> tuple[Row, ...]:
+    C, R, S, U, G = Phase.CALLED, Phase.RESUMED, Phase.SETTLED, Phase.UNDOING, Phase.UNDO_GATE
+    rows = [
+        # -- a call ended ----------------------------------------------------------------
+        Row(C, End.RETURNED, (), Do.SUCCEED, "the call returned its result"),
+        Row(C, End.NOT_STARTED, ("retries_left",), Do.RETRY, "nothing was called: try again"),
+        Row(
+            C,
+            End.NOT_STARTED,
+            ("earlier_doubt",),
+            Do.SETTLE,
+            "nothing was called this time, and retries ran out; an earlier attempt may have "
+            "taken effect",
+        ),
+        Row(C, End.NOT_STARTED, (), Do.FAIL, "nothing was ever called"),
+        Row(C, End.NO_EFFECT, ("!earlier_doubt",), Do.FAIL, "the provider refused: no effect"),
+        Row(
+            C,
+            End.NO_EFFECT,
+            ("earlier_doubt",),
+            Do.SETTLE,
+            "this call took no effect, but an earlier one may have (a provider may refuse a "
+            "key it applied)",
+        ),
+        Row(C, End.ABORT, ("!earlier_doubt",), Do.FAIL, "aborted before any effect"),
+        Row(C, End.ABORT, ("earlier_doubt",), Do.SETTLE, "aborted; an earlier attempt may land"),
+    ]
+    for end in _MAY_HAVE_LANDED:
+        if end is not End.UNKNOWN:
+            rows.append(
+                Row(
+                    C,
+                    end,
+                    ("retries_left", "repeatable"),
+                    Do.RETRY if end is End.TRANSIENT else Do.RETRY_AFTER_DOUBT,
+                    "the provider deduplicates by key: calling again cannot double it"
+                    + ("" if end is End.TRANSIENT else "; never beside a call that may run"),
+                )
+            )
+        rows.append(
+            Row(
+                C,
+                end,
+                (),
+                Do.SETTLE,
+                "it may have taken effect: only its lookup, once nothing can land, tells; "
+                "a step that is not repeatable is never called again on a guess",
+            )
+        )
+    rows += [
+        # -- a new pass found an attempt without an outcome, and asked its lookup ----------
+        Row(R, Found.FOUND, (), Do.SUCCEED, "a found effect settles it at once"),
+        Row(R, Found.NOT_FOUND, (), Do.CONTINUE, "it may still land: decide as interrupted"),
+        Row(R, Found.CANNOT_TELL, (), Do.CONTINUE, "decide as interrupted"),
+        Row(R, Found.NO_LOOKUP, (), Do.CONTINUE, "decide as interrupted"),
+        # -- settling forward: no attempt can land, the lookup's lag passed ------------------
+        Row(S, Found.FOUND, ("!aborted",), Do.SUCCEED, "the effect exists: its result counts"),
+        Row(S, Found.FOUND, ("aborted",), Do.UNKNOWN, "aborted: the found effect is undone"),
+        Row(
+            S,
+            Found.NOT_FOUND,
+            ("wants_retry", "retries_left", "!aborted"),
+            Do.RETRY,
+            "provably nothing landed: calling again is safe",
+        ),
+        Row(
+            S,
+            Found.NOT_FOUND,
+            ("compensable",),
+            Do.UNKNOWN,
+            "not found, yet a lookup may lag: compensation calls the undo by key, which "
+            "treats not found as done (it costs nothing)",
+        ),
+        Row(S, Found.NOT_FOUND, (), Do.FAIL, "no effect was found, and none can land"),
+        Row(S, Found.CANNOT_TELL, (), Do.UNKNOWN, "nobody can tell: compensation decides"),
+        Row(S, Found.NO_LOOKUP, (), Do.UNKNOWN, "nobody can tell: compensation decides"),
+        # -- compensation reached a step whose outcome is not known -------------------------
+        Row(U, Tick.NOW, ("can_land",), Do.WAIT, "no undo while an attempt may land"),
+        Row(U, Tick.NOW, (), Do.LOOKUP, "look the effect up by its key"),
+        Row(U, Found.FOUND, (), Do.UNDO, "undo the effect found, with its result"),
+    ]
+    for found in (Found.NOT_FOUND, Found.CANNOT_TELL, Found.NO_LOOKUP):
+        rows += [
+            Row(
+                U,
+                found,
+                ("repeat_before_undo", "!repeated", "repeatable"),
+                Do.REPEAT,
+                "the step opted in: its provider replays by key and its undo needs the result",
+            ),
+            Row(
+                U,
+                found,
+                (),
+                Do.UNDO_BY_KEY,
+                "never repeated forward just to be undone: the undo, by key, treats not "
+                "found as done",
+            ),
+        ]
+    rows += [
+        # -- an undo is about to be called (compensation, or a dead letter's retry) ---------
+        Row(G, Tick.NOW, ("can_land",), Do.WAIT, "the action may still land: undo after it"),
+        Row(G, Tick.NOW, ("undo_can_land",), Do.WAIT, "an earlier undo attempt may still run"),
+        Row(G, Tick.NOW, (), Do.GO, "nothing of the step can land any more"),
+    ]
+    return tuple(rows)
+
+
+TABLE: tuple[Row, ...] = _rows()
+_BY_KEY: dict[tuple[Phase, Seen], tuple[Row, ...]] = {}
+for _row in TABLE:
+    _BY_KEY[_row.phase, _row.seen] = (*_BY_KEY.get((_row.phase, _row.seen), ()), _row)
+
+# Every pair of a phase and an observation that has no row, said out loud.
+IMPOSSIBLE: frozenset[tuple[Phase, Seen]] = frozenset(
+    (phase, seen)
+    for phase in Phase
+    for seen in (*End, *Found, *Tick)
+    if (phase, seen) not in _BY_KEY
+)
+
+_FACT_NAMES = frozenset(f.name for f in fields(Facts))
+_hits: Counter[str] | None = None
+
+
+def decide(phase: Phase, seen: Seen, facts: Facts) -> Decision:
+    """The first row for ``phase`` and ``seen`` whose conditions hold."""
+    for row in _BY_KEY.get((phase, seen), ()):
+        if row.holds(facts):
+            if _hits is not None:
+                _hits[row.id] += 1
+            return Decision(row.do, row)
+    raise Impossible(f"no transition in {phase} on {seen} with {facts}")
+
+
+@contextmanager
+def recording() -> Iterator[Counter[str]]:
+    """Count the rows ``decide`` takes meanwhile, by ``Row.id`` (for coverage checks)."""
+    global _hits
+    outer, _hits = _hits, Counter()
+    try:
+        yield _hits
+    finally:
+        found, _hits = _hits, outer
+        if outer is not None:
+            outer.update(found)
+
+
+def may_start(now: float, not_after: float) -> bool:
+    """Whether a call whose deadline is ``not_after`` may still begin at ``now``."""
+    return now < not_after
+
+
+def check_table() -> None:
+    """Raise ``ValueError`` when a row names a fact that does not exist, or a row can never
+    be taken because an earlier one of its phase and observation always wins."""
+    for row in TABLE:
+        unknown = {c.lstrip("!") for c in row.when} - _FACT_NAMES
+        if unknown:
+            raise ValueError(f"row {row.id} names unknown facts {sorted(unknown)}")
+    for rows in _BY_KEY.values():
+        for i, row in enumerate(rows):
+            for earlier in rows[:i]:
+                if set(earlier.when) <= set(row.when):
+                    raise ValueError(f"row {row.id} is shadowed by {earlier.id}")
+
+
+check_table()

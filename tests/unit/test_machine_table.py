@@ -1,0 +1,131 @@
+"""The saga machine's table, tested as data: every row a case, every pair of a phase and an
+observation either declared or impossible, every set of facts answered."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import fields
+
+import pytest
+
+from pivotal.engine.machine import (
+    IMPOSSIBLE,
+    TABLE,
+    Do,
+    End,
+    Facts,
+    Found,
+    Impossible,
+    Phase,
+    Tick,
+    check_table,
+    decide,
+    may_start,
+    recording,
+)
+
+C, R, S, U, G = Phase.CALLED, Phase.RESUMED, Phase.SETTLED, Phase.UNDOING, Phase.UNDO_GATE
+
+# (phase, observation, facts, decision): the rules the reviews found broken, as rows
+CASES = [
+    (C, End.RETURNED, Facts(), Do.SUCCEED),
+    # a client library's timeout is no proof of "no effect": never FAIL, never believed
+    (C, End.TRANSIENT, Facts(retries_left=False), Do.SETTLE),
+    (C, End.UNKNOWN, Facts(), Do.SETTLE),
+    (C, End.TRANSIENT, Facts(), Do.RETRY),
+    (C, End.ABANDONED, Facts(), Do.RETRY_AFTER_DOUBT),
+    (C, End.INTERRUPTED, Facts(), Do.RETRY_AFTER_DOUBT),
+    # repeatable=False: on every path, called again only on the lookup's proof
+    (C, End.TRANSIENT, Facts(repeatable=False), Do.SETTLE),
+    (C, End.ABANDONED, Facts(repeatable=False), Do.SETTLE),
+    (C, End.INTERRUPTED, Facts(repeatable=False), Do.SETTLE),
+    (S, Found.NOT_FOUND, Facts(repeatable=False, wants_retry=True), Do.RETRY),
+    (S, Found.CANNOT_TELL, Facts(repeatable=False, wants_retry=True), Do.UNKNOWN),
+    (C, End.NO_EFFECT, Facts(), Do.FAIL),
+    (C, End.NO_EFFECT, Facts(earlier_doubt=True), Do.SETTLE),
+    (C, End.ABORT, Facts(), Do.FAIL),
+    (C, End.ABORT, Facts(earlier_doubt=True), Do.SETTLE),
+    (C, End.NOT_STARTED, Facts(), Do.RETRY),
+    (C, End.NOT_STARTED, Facts(retries_left=False), Do.FAIL),
+    (C, End.NOT_STARTED, Facts(retries_left=False, earlier_doubt=True), Do.SETTLE),
+    (R, Found.FOUND, Facts(), Do.SUCCEED),
+    (R, Found.NOT_FOUND, Facts(), Do.CONTINUE),
+    (R, Found.CANNOT_TELL, Facts(), Do.CONTINUE),
+    (R, Found.NO_LOOKUP, Facts(), Do.CONTINUE),
+    (S, Found.FOUND, Facts(), Do.SUCCEED),
+    (S, Found.FOUND, Facts(aborted=True), Do.UNKNOWN),
+    (S, Found.NOT_FOUND, Facts(wants_retry=True, aborted=True), Do.UNKNOWN),
+    # a lagging "not found" on a compensable step: its undo still runs, by key
+    (S, Found.NOT_FOUND, Facts(), Do.UNKNOWN),
+    (S, Found.NOT_FOUND, Facts(compensable=False), Do.FAIL),
+    (S, Found.NO_LOOKUP, Facts(), Do.UNKNOWN),
+    # compensating a step in doubt: wait, look up, undo by key; never repeat by default
+    (U, Tick.NOW, Facts(can_land=True), Do.WAIT),
+    (U, Tick.NOW, Facts(), Do.LOOKUP),
+    (U, Found.FOUND, Facts(), Do.UNDO),
+    (U, Found.NOT_FOUND, Facts(), Do.UNDO_BY_KEY),
+    (U, Found.CANNOT_TELL, Facts(), Do.UNDO_BY_KEY),
+    (U, Found.NO_LOOKUP, Facts(), Do.UNDO_BY_KEY),
+    (U, Found.NO_LOOKUP, Facts(repeat_before_undo=True), Do.REPEAT),
+    (U, Found.NOT_FOUND, Facts(repeat_before_undo=True), Do.REPEAT),
+    (U, Found.CANNOT_TELL, Facts(repeat_before_undo=True), Do.REPEAT),
+    (U, Found.NO_LOOKUP, Facts(repeat_before_undo=True, repeated=True), Do.UNDO_BY_KEY),
+    (U, Found.NO_LOOKUP, Facts(repeat_before_undo=True, repeatable=False), Do.UNDO_BY_KEY),
+    # no undo while the action, or an earlier undo attempt, may still land
+    (G, Tick.NOW, Facts(can_land=True), Do.WAIT),
+    (G, Tick.NOW, Facts(undo_can_land=True), Do.WAIT),
+    (G, Tick.NOW, Facts(), Do.GO),
+]
+
+
+@pytest.mark.parametrize(("phase", "seen", "facts", "want"), CASES)
+def test_each_row(phase: Phase, seen: End | Found | Tick, facts: Facts, want: Do) -> None:
+    assert decide(phase, seen, facts).do is want
+
+
+def test_every_declared_row_is_exercised_by_the_cases() -> None:
+    with recording() as hits:
+        for phase, seen, facts, _ in CASES:
+            decide(phase, seen, facts)
+    missed = [row.id for row in TABLE if row.id not in hits]
+    assert missed == []
+
+
+def _every_facts() -> list[Facts]:
+    names = [f.name for f in fields(Facts)]
+    return [
+        Facts(**dict(zip(names, values, strict=True)))
+        for values in itertools.product((False, True), repeat=len(names))
+    ]
+
+
+def test_every_declared_pair_answers_every_set_of_facts() -> None:
+    declared = {(row.phase, row.seen) for row in TABLE}
+    everything = _every_facts()
+    for phase, seen in declared:
+        for facts in everything:
+            decide(phase, seen, facts)  # raises Impossible when no row accepts them
+
+
+def test_every_other_pair_is_impossible() -> None:
+    declared = {(row.phase, row.seen) for row in TABLE}
+    everything = {(p, s) for p in Phase for s in (*End, *Found, *Tick)}
+    assert declared | IMPOSSIBLE == everything
+    assert not declared & IMPOSSIBLE
+    for phase, seen in IMPOSSIBLE:
+        with pytest.raises(Impossible):
+            decide(phase, seen, Facts())
+
+
+def test_no_row_is_shadowed_and_every_fact_exists() -> None:
+    check_table()
+
+
+def test_no_call_after_its_not_after() -> None:
+    assert may_start(9.999, 10.0)
+    assert not may_start(10.0, 10.0)
+    assert not may_start(11.0, 10.0)
+
+
+def test_no_decision_without_a_reason() -> None:
+    assert all(row.why for row in TABLE)
