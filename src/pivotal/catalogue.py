@@ -10,13 +10,14 @@ import typing
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack, overload
 
 from pydantic import BaseModel
 
 from pivotal.errors import CatalogueError
 from pivotal.identity import ArgKind, identity_of, kind_of
+from pivotal.kinds import KIND_ORDER as KIND_ORDER
+from pivotal.kinds import StepKind as StepKind
 from pivotal.outbox import check_message
 from pivotal.plan import DEFAULT_LIMITS, PlanLimits
 from pivotal.progress import check as check_progress
@@ -34,21 +35,6 @@ class ProgressReporter(typing.Protocol):
     def __call__(
         self, message: str, done: float | None, total: float | None
     ) -> Awaitable[None]: ...
-
-
-class StepKind(StrEnum):
-    """Where a step may stand in a plan and how failure is handled."""
-
-    COMPENSABLE = "compensable"  # has an undo; before the point of no return
-    PIVOT = "pivot"  # the point of no return; at most one per plan
-    RETRIABLE = "retriable"  # after the pivot; retried until it succeeds
-
-
-KIND_ORDER: Mapping[StepKind, int] = {
-    StepKind.COMPENSABLE: 0,
-    StepKind.PIVOT: 1,
-    StepKind.RETRIABLE: 2,
-}
 
 
 @dataclass(frozen=True, slots=True)

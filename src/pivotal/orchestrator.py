@@ -37,6 +37,7 @@ from pivotal.identity import identity_of
 from pivotal.lease import Lease, LeaseKeeper
 from pivotal.plan import ActorType, FlatCall, Plan
 from pivotal.principals import canonical_person
+from pivotal.rerun import rerun_id, rerun_plan
 from pivotal.serving import catalogue_digest, unserved
 from pivotal.state import (
     ApprovalStatus,
@@ -729,12 +730,12 @@ class Orchestrator:
         provenance points back to it (``rerun_of``, with who asked): through ``submit``, so
         validation against fresh facts, the rollout and the approval policy apply again.
         Nothing runs here (a worker picks it up). One rerun per saga: asking again returns
-        it (``saga_actions.rerun_id``). ``SagaNotRerunnable`` for any other status."""
-        from pivotal.saga_actions import rerun_id, rerun_plan
-
+        it (``rerun.rerun_id``). ``SagaNotRerunnable`` with ``rerun.refusal``'s reason
+        while anything of the first saga stayed in place or may still land."""
         if not canonical_person(by):
             raise InvalidInput("rerunning a saga needs who asked for it")
-        plan = rerun_plan(await self.get(saga_id), by)
+        await synced(self.clock)  # times below are the ledger's
+        plan = rerun_plan(await self.get(saga_id), by, self.clock.now())
         again = rerun_id(saga_id)
         found = await self.store.load(again)
         if found is not None:

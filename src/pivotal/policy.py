@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
-from pivotal.catalogue import Catalogue, StepKind
 from pivotal.identity import finite_decimal
+from pivotal.kinds import StepKind
 from pivotal.plan import Plan
 
 DAY = 24 * 3600.0
@@ -69,6 +69,33 @@ class ApprovalPolicy(Protocol):
     def __call__(self, step: str, args: BaseModel, plan: Plan) -> ApprovalRequirement | None: ...
 
 
+class StepLike(Protocol):
+    """What a policy reads of a step (a ``pivotal.Step`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> StepKind: ...
+
+    @property
+    def args_model(self) -> type[BaseModel]: ...
+
+
+class CatalogueLike(Protocol):
+    """What a policy reads of a catalogue (a ``pivotal.Catalogue`` is one): its steps by
+    name, and its approval policy."""
+
+    @property
+    def approval(self) -> ApprovalPolicy | None: ...
+
+    def __iter__(self) -> Iterator[StepLike]: ...
+
+    def __contains__(self, name: object) -> bool: ...
+
+    def __getitem__(self, name: str) -> StepLike: ...
+
+
 def _others(prior: Sequence[Plan], total: Decimal, by: Window | None) -> str:
     if not prior or by is None:
         return ""
@@ -76,7 +103,7 @@ def _others(prior: Sequence[Plan], total: Decimal, by: Window | None) -> str:
     return f", with {total:f} in {len(prior)} other {sagas} for the same {by.by}"
 
 
-def _takes(catalogue: Catalogue, steps: Iterable[str], field: str) -> list[str]:
+def _takes(catalogue: CatalogueLike, steps: Iterable[str], field: str) -> list[str]:
     return [s for s in steps if s in catalogue and field in catalogue[s].args_model.model_fields]
 
 
@@ -111,7 +138,7 @@ class ThresholdPolicy:
     two_approvers_above: float | None = None  # above it, two distinct approvers
     across: Window | None = None  # other sagas' amounts at the same steps count too
 
-    def never_fires(self, catalogue: Catalogue) -> str | None:
+    def never_fires(self, catalogue: CatalogueLike) -> str | None:
         pivots = [s.name for s in catalogue if s.kind is not StepKind.COMPENSABLE]
         if self.steps is not None:
             pivots = [p for p in pivots if p in self.steps]
@@ -174,7 +201,7 @@ class ExposurePolicy:
     before: frozenset[str] = frozenset()  # asked before the first of these, if earlier
     across: Window | None = None  # other sagas' exposure counts too
 
-    def never_fires(self, catalogue: Catalogue) -> str | None:
+    def never_fires(self, catalogue: CatalogueLike) -> str | None:
         unknown = sorted(a for a in self.always if a not in catalogue)
         if unknown:
             return f"'always' names steps the catalogue lacks: {', '.join(unknown)}"
@@ -253,7 +280,7 @@ class Rollout:
         if self.above not in ("shadow", "refuse"):
             raise ValueError(f"above must be 'shadow' or 'refuse', not {self.above!r}")
 
-    def exposure(self, plan: Plan, catalogue: Catalogue) -> Decimal:
+    def exposure(self, plan: Plan, catalogue: CatalogueLike) -> Decimal:
         """What ``plan`` exposes, measured as ``catalogue``'s approval policy measures it."""
         approval = catalogue.approval
         if isinstance(approval, ThresholdPolicy):

@@ -1,10 +1,10 @@
 """What an operator does to a saga, the same on every surface (the CLI, the HTTP API, the
-pages): abort it before its point of no return, run the plan of a compensated saga again,
-and read its event log as JSON.
+pages): abort it before its point of no return, and read its event log as JSON. Running the
+plan of a compensated saga again is ``pivotal.rerun`` (through ``Orchestrator.rerun``).
 
-Each surface only maps the errors here to its answer: ``SagaNotAbortable`` and
-``SagaNotRerunnable`` (the API's 409), ``InvalidInput`` for a reason that is empty, too long
-or holds a control character (422), ``SagaNotFound`` (404).
+Each surface only maps the errors here to its answer: ``SagaNotAbortable`` (the API's 409),
+``InvalidInput`` for a reason that is empty, too long or holds a control character (422),
+``SagaNotFound`` (404).
 
 ``abort`` records the verdict only: a worker (or the pass that holds the saga's lease) runs
 the undos, as ``resume`` leaves the running to a worker.
@@ -12,16 +12,15 @@ the undos, as ``resume`` leaves the running to a worker.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from pivotal.engine import point_of_no_return
 from pivotal.errors import InvalidInput, SagaConflict, SagaNotFound
-from pivotal.plan import Plan, Rerun
 from pivotal.principals import canonical_person
 from pivotal.redaction import redact
+from pivotal.rerun import refusal
 from pivotal.state import Event, SagaState, SagaStatus, StepStatus
 from pivotal.terminal import printable
 
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
     from pivotal.store.base import Store, StoredSaga
 
 MAX_REASON = 4000  # characters of a reason, as every other reason an operator gives
-RERUNNABLE = SagaStatus.COMPENSATED  # the one status whose plan may run again
 _KEPT = frozenset("\n\t")  # a reason may span lines (a textarea); nothing else invisible
 
 
@@ -38,12 +36,6 @@ class SagaNotAbortable(SagaConflict):
     """The saga is past its point of no return, waiting for an approval, or over."""
 
     code = "saga_not_abortable"
-
-
-class SagaNotRerunnable(SagaConflict):
-    """Only a saga that ended ``compensated`` runs its plan again."""
-
-    code = "saga_not_rerunnable"
 
 
 def reason_of(given: str, what: str) -> str:
@@ -74,36 +66,15 @@ async def abort(orchestrator: Orchestrator, saga_id: str, by: str, reason: str) 
         raise SagaNotAbortable(exc.message) from None
 
 
-def offered(state: SagaState) -> dict[str, bool]:
-    """Which of these actions a page offers for the saga: ``abort`` while it is submitted or
-    running and has not begun its point of no return, ``rerun`` once it ended compensated.
-    Only a hint for the buttons: the orchestrator decides when one is pressed."""
+def offered(state: SagaState, now: float) -> dict[str, bool]:
+    """Which of these actions a page offers for the saga at ``now`` (the ledger's clock):
+    ``abort`` while it is submitted or running and has not begun its point of no return,
+    ``rerun`` when ``pivotal.rerun.refusal`` has no objection. Only a hint for the buttons:
+    the orchestrator decides when one is pressed."""
     pnr = point_of_no_return(state)
     before_pivot = pnr is None or state.steps[pnr].status is StepStatus.PENDING
     running = state.status in (SagaStatus.SUBMITTED, SagaStatus.RUNNING)
-    return {"abort": running and before_pivot, "rerun": state.status is RERUNNABLE}
-
-
-def rerun_id(saga_id: str) -> str:
-    """The id of the saga that runs ``saga_id``'s plan again: one per saga, so that asking
-    twice (a second click) records it once."""
-    return f"rr_{hashlib.sha256(saga_id.encode()).hexdigest()[:32]}"
-
-
-def rerun_plan(stored: StoredSaga, by: str) -> Plan:
-    """The plan of ``stored`` again, its provenance pointing back to it (``rerun_of``);
-    ``SagaNotRerunnable`` unless it ended compensated."""
-    state = stored.state
-    if state.status is not RERUNNABLE:
-        raise SagaNotRerunnable(
-            f"saga {state.saga_id} is {state.status.value}: only a compensated saga runs its "
-            "plan again (a completed or running one would do the work twice; after "
-            "compensation_failed or resolved, what is still in place is a person's to settle)"
-        )
-    provenance = stored.plan.provenance.model_copy(
-        update={"rerun_of": Rerun(saga_id=state.saga_id, by=by)}
-    )
-    return stored.plan.model_copy(update={"provenance": provenance})
+    return {"abort": running and before_pivot, "rerun": refusal(state, now) is None}
 
 
 def events_document(saga_id: str, events: Sequence[Event]) -> dict[str, Any]:

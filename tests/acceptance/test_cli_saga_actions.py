@@ -11,7 +11,7 @@ from test_cli import checkout, fulfilment
 from typer.testing import Result
 
 from pivotal.examples.commerce import CommerceServices, Fault
-from pivotal.saga_actions import rerun_id
+from pivotal.rerun import rerun_id
 
 
 def failed(done: Result, code: str) -> None:
@@ -80,6 +80,19 @@ def test_rerun_submits_a_compensated_plan_again_once(inproc: InProcess) -> None:
     failed(done, "saga_not_rerunnable")
     assert "is completed: only a compensated saga" in done.stderr
     failed(inproc("sagas", "rerun", "nope", "--by", "ops"), "saga_not_found")
+
+
+def test_rerun_of_a_saga_whose_undo_was_partial_names_the_step(inproc: InProcess) -> None:
+    services = CommerceServices(inproc.tmp / "commerce.db")
+    services.faults.always("ship", Fault.PERMANENT)
+    services.resell("order-3", "sku-1", 1)  # the release restores one unit of two
+    services.close()
+    ended = inproc("execute", inproc.plan("p.json", checkout("order-3")), "--saga-id", "p")
+    assert ended.exit_code == 10, ended.stderr  # compensated
+    refused = inproc("sagas", "rerun", "p", "--by", "ops")
+    failed(refused, "saga_not_rerunnable")
+    assert "reserve_stock (step 0)" in refused.stderr
+    assert len(inproc.json("sagas", "list")) == 1
 
 
 def test_events_print_the_log_redacted(inproc: InProcess) -> None:

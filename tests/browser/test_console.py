@@ -40,7 +40,7 @@ from pivotal.app import App
 from pivotal.clock import Clock, FakeClock
 from pivotal.examples.commerce import Fault, create_app
 from pivotal.principals import Role, hash_token
-from pivotal.saga_actions import rerun_id
+from pivotal.rerun import rerun_id
 from search_ledger import make
 
 expect = sync_api.expect

@@ -15,7 +15,7 @@ from pivotal.engine import RunOptions
 from pivotal.errors import InvalidInput
 from pivotal.examples.commerce import CommerceServices, Fault
 from pivotal.principals import Role
-from pivotal.saga_actions import rerun_id
+from pivotal.rerun import rerun_id
 
 PlanBuilder = Callable[..., Plan]
 PAUSE = RunOptions(max_inline_wait=0)  # a retry not yet due ends the pass: it stays running
@@ -243,6 +243,28 @@ async def test_rerun_of_a_completed_or_running_saga_is_refused(
         assert error["code"] == "saga_not_rerunnable"
         assert f"is {status}: only a compensated saga" in error["message"]
     assert len(await orchestrator.store.list_sagas(None, 10)) == 2
+
+
+async def test_rerun_of_a_compensated_saga_whose_undo_was_partial_is_refused(
+    as_role: Clients,
+    orchestrator: Orchestrator,
+    services: CommerceServices,
+    checkout_plan: PlanBuilder,
+) -> None:
+    """One of the two reserved units was re-sold: its release restored only part. Running
+    the plan again would reserve and charge in full while the first saga's effect stays."""
+    services.faults.always("ship", Fault.PERMANENT)
+    services.resell("k-1", "sku-1", 1)
+    state = await orchestrator.execute(checkout_plan("k-1"), saga_id="part")
+    assert state.status is SagaStatus.COMPENSATED
+    services.faults.clear()
+    reply = await as_role[Role.OPERATOR].post("/v1/sagas/part/rerun")
+    assert reply.status_code == 409, reply.text
+    error = reply.json()["error"]
+    assert error["code"] == "saga_not_rerunnable"
+    assert "reserve_stock (step 0)" in error["message"]
+    assert "undone only in part" in error["message"]
+    assert await orchestrator.store.load(rerun_id("part")) is None
 
 
 # -- events ------------------------------------------------------------------------------

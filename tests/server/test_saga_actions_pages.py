@@ -15,7 +15,7 @@ from pivotal import Orchestrator, Plan, SagaStatus
 from pivotal.engine import RunOptions
 from pivotal.examples.commerce import CommerceServices, Fault
 from pivotal.principals import Role
-from pivotal.saga_actions import rerun_id
+from pivotal.rerun import rerun_id
 
 # the pages do not depend on the ledger: one backend is enough
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
@@ -141,6 +141,25 @@ async def test_an_operator_runs_a_compensated_plan_again_from_its_page(
     again = await post_form(c, "p5", "rerun")
     assert again.headers["location"] == f"/ui/sagas/{new}?notice=rerun"  # the same one
     assert len(await orchestrator.store.list_sagas(None, 10)) == 3
+
+
+async def test_a_compensated_saga_whose_undo_was_partial_offers_no_rerun(
+    login: Login,
+    orchestrator: Orchestrator,
+    services: CommerceServices,
+    checkout_plan: PlanBuilder,
+) -> None:
+    services.faults.always("ship", Fault.PERMANENT)
+    services.resell("k-1", "sku-1", 1)  # the release restores one unit of two
+    state = await orchestrator.execute(checkout_plan("k-1"), saga_id="p8")
+    assert state.status is SagaStatus.COMPENSATED
+    services.faults.clear()
+    c = await login(Role.OPERATOR)
+    assert RERUN.format("p8") not in (await c.get("/ui/sagas/p8")).text
+    refused = await post_form(c, "p8", "rerun")
+    assert refused.status_code == 409
+    assert "reserve_stock (step 0)" in refused.text
+    assert await orchestrator.store.load(rerun_id("p8")) is None
 
 
 async def test_the_events_download_as_json_behind_the_session(

@@ -428,7 +428,7 @@ async def _saga_values(ctx: Context, saga_id: str) -> dict[str, Any] | None:
         "parked": state.status is SagaStatus.NEEDS_HUMAN,
         "awaiting": state.status is SagaStatus.AWAITING_APPROVAL,
         "following": not state.status.terminal,
-        "actions": saga_actions.offered(state),
+        "actions": saga_actions.offered(state, ctx.orchestrator.clock.now()),
     }
 
 
