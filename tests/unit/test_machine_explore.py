@@ -219,7 +219,8 @@ def explore(p: Params, run: Callable[[Params, Chooser], tuple[str, World]]) -> i
             status, w = run(p, ch)
             check(p, status, w)
         except Violation as exc:
-            raise Violation(f"{exc}\n  {p}\n  choices {ch.taken}\n  " + "\n  ".join(w.log)) from None
+            story = "\n  ".join(w.log)
+            raise Violation(f"{exc}\n  {p}\n  choices {ch.taken}\n  {story}") from None
         schedules += 1
         if schedules > 2_000_000:
             raise AssertionError("the exploration does not end")
