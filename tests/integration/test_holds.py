@@ -25,9 +25,11 @@ from pivotal import (
     parse_plan,
 )
 from pivotal.holds import cover, lapsed_since
+from pivotal.hooks import Point
 from pivotal.observability.metrics import PivotalMetrics
 from pivotal.policy import ThresholdPolicy
 from pivotal.state import StepRecord, replay
+from pivotal.testing import CrashAt, CrashSite, SimulatedCrash
 
 LAPSE = 900.0  # the reservation lapses 15 minutes after it is made
 TIMEOUT = 60.0  # the capture's call may take a minute
@@ -61,7 +63,9 @@ class Provider:
         return "released"
 
 
-def holds_catalogue(provider: Provider, *, threshold: int | None = None) -> Catalogue:
+def holds_catalogue(
+    provider: Provider, *, threshold: int | None = None, lookup: bool = False
+) -> Catalogue:
     cat = Catalogue(
         "holds",
         approval=None if threshold is None else ThresholdPolicy(threshold=threshold),
@@ -69,7 +73,14 @@ def holds_catalogue(provider: Provider, *, threshold: int | None = None) -> Cata
         doubt_grace=GRACE,
     )
 
-    @cat.compensable(lapses_after=LAPSE, undo_retry=RetryPolicy(max_attempts=2, base_delay=0.0))
+    async def find(args: Order, ctx: StepContext) -> dict[str, str] | None:
+        return {"reservation": ctx.key} if ctx.key in provider.held else None
+
+    @cat.compensable(
+        lapses_after=LAPSE,
+        undo_retry=RetryPolicy(max_attempts=2, base_delay=0.0),
+        lookup=find if lookup else None,
+    )
     async def reserve(args: Order, ctx: StepContext) -> dict[str, str]:
         return provider.reserve(ctx.key)
 
@@ -372,3 +383,25 @@ async def test_sagas_show_says_the_hold_lapsed(make_orchestrator, store, clock, 
 
     assert "lapsed (0): the hold lapsed on its own" in text
     assert "undo_lapsed" in text
+
+
+async def test_a_hold_recovered_after_it_lapsed_is_not_released(
+    make_orchestrator, store, clock, provider
+) -> None:
+    """A crash right after the reservation was made; the saga is recovered days later. The
+    hold's age counts from the call that made it (bounded by its deadline), not from the
+    recovery: its release is recorded lapsed, and nothing is called."""
+    cat = holds_catalogue(provider, lookup=True)
+    crashing = make_orchestrator(cat)
+    crashing.hook = CrashAt(CrashSite(Point.AFTER_EFFECT, 0))
+    with pytest.raises(SimulatedCrash):
+        await crashing.execute(plan("reserve", "capture"), saga_id="old")
+
+    clock.advance(3 * 86400)  # recovered three days later
+    orchestrator = make_orchestrator(cat)
+    state = await orchestrator.run("old")
+
+    assert state.status is SagaStatus.COMPENSATED
+    reserve_rec = state.steps[0]
+    assert reserve_rec.undo_status is UndoStatus.LAPSED
+    assert [c for c in provider.calls if c.startswith("release")] == []
