@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
-from pivotal import Orchestrator, Plan, SagaState
+from pivotal import (
+    Catalogue,
+    FakeClock,
+    Orchestrator,
+    Plan,
+    SagaState,
+    StepContext,
+    StepStatus,
+    parse_plan,
+)
 from pivotal.engine import RunOptions
 from pivotal.errors import InvalidInput
 from pivotal.examples.commerce import CommerceServices
@@ -14,6 +26,12 @@ from pivotal.hooks import Point
 from pivotal.state import EventType, SagaStatus
 
 Checker = Callable[[str], Awaitable[SagaState]]
+
+
+class Item(BaseModel):
+    pass
+
+
 PlanBuilder = Callable[..., Plan]
 
 
@@ -114,3 +132,51 @@ async def test_a_pass_pauses_before_a_step_with_everything_before_it_committed(
     assert [c.key for c in services.calls("charge")] == []
     done = await orchestrator.run(state.saga_id)
     assert done.status is SagaStatus.COMPLETED
+
+
+async def test_an_abort_during_a_call_records_its_late_result_and_never_calls_it_again(
+    make_orchestrator: Callable[..., Orchestrator], clock: FakeClock
+) -> None:
+    """A step still running when the saga is aborted: its result, when it comes, is
+    recorded (the abort's write made the pass's commit conflict), and the undo follows it
+    at once with that result. Before, the result was dropped, the step waited out its
+    deadline in doubt and was called a second time before its undo."""
+    calls: list[str] = []
+    undone: list[Any] = []
+    running, finish = asyncio.Event(), asyncio.Event()
+    catalogue = Catalogue("slow")
+
+    async def refund(args: Item, result: Any, ctx: StepContext) -> str:
+        undone.append(result)
+        return "refunded"
+
+    @catalogue.compensable(undo=refund)
+    async def charge(args: Item, ctx: StepContext) -> dict[str, Any]:
+        calls.append(ctx.key)
+        running.set()
+        await finish.wait()
+        return {"charge": ctx.key}
+
+    @catalogue.pivot()
+    async def capture(args: Item, ctx: StepContext) -> None:
+        calls.append(ctx.key)
+
+    orchestrator = make_orchestrator(catalogue)
+    plan = parse_plan(
+        {"catalogue": "slow", "steps": [{"name": "charge", "args": {}}, {"name": "capture"}]}
+    )
+    run = asyncio.ensure_future(orchestrator.execute(plan, saga_id="s"))
+    await running.wait()
+    aborted = await orchestrator.abort("s", "ops", "the customer cancelled")
+    assert aborted.status is SagaStatus.COMPENSATING
+    finish.set()
+    final = await run
+
+    assert final.status is SagaStatus.COMPENSATED
+    assert calls == ["s:0"]  # called once: never again, never the pivot
+    assert undone == [{"charge": "s:0"}]  # the undo got the late result
+    assert final.steps[0].status is StepStatus.SUCCEEDED
+    events = await orchestrator.store.events("s")
+    [started] = [e for e in events if e.type is EventType.STEP_STARTED]
+    [undo] = [e for e in events if e.type is EventType.UNDO_STARTED]
+    assert undo.at < started.data["deadline"]  # nothing waited for a doubt to pass

@@ -92,6 +92,16 @@ _UNDOING = frozenset(
         EventType.DEAD_LETTER_RESOLVED,
     }
 )
+# the events that record what a call did (not what to do next)
+_OBSERVED = frozenset(
+    {
+        EventType.STEP_SUCCEEDED,
+        EventType.STEP_FAILED,
+        EventType.STEP_UNKNOWN,
+        EventType.UNDO_SUCCEEDED,
+        EventType.UNDO_PARTIAL,
+    }
+)
 _NOTE_LIMIT = 2000
 
 
@@ -240,6 +250,7 @@ class SagaRun:
         "_pending",
         "_raw_args",
         "_traces",
+        "_unwritten",
         "_validated_at",
         "catalogue",
         "clock",
@@ -288,6 +299,9 @@ class SagaRun:
         self._pending: list[Event] = [creating.submitted] if creating is not None else []
         self._committed = state
         self._broken: BaseException | None = None
+        # what a commit refused for a version conflict tried to write, and the state it
+        # applied to: the outcomes of calls in it are facts, kept across the reload
+        self._unwritten: tuple[SagaState, list[Event]] | None = None
         # each call's arguments as planned; parsed when used, never kept (thousands of passes
         # may wait at once: each keeps only what it needs)
         calls = checked.calls if checked is not None else plan.calls()
@@ -370,6 +384,8 @@ class SagaRun:
                 await self.store.commit(self._committed, after, events, self.epoch)
         except BaseException as exc:
             self._broken = exc
+            if isinstance(exc, VersionConflict):
+                self._unwritten = (self._committed, events)
             raise
         self.state = self._committed = after
         self._pending = []
@@ -393,6 +409,29 @@ class SagaRun:
             raise StoreError(f"saga {self.state.saga_id} vanished from the ledger")
         self.state = self._committed = stored.state
         self._pending, self._broken = [], None
+        unwritten, self._unwritten = self._unwritten, None
+        if unwritten is not None:
+            self._keep_observed(*unwritten)
+
+    def _keep_observed(self, before: SagaState, events: list[Event]) -> None:
+        """Stage again, on the state just reloaded, the outcomes of calls that a refused
+        commit held: a decision written meanwhile (an abort) changes what happens next, not
+        what a call already did. Each is kept only while its attempt is still the one in
+        flight in the ledger; it is committed with the next write."""
+        for e in events:
+            if e.type not in _OBSERVED or e.step is None:
+                continue
+            was, now = before.steps[e.step], self.state.steps[e.step]
+            if e.type in _UNDOING:
+                same = now.undo_status is UndoStatus.STARTED and (
+                    now.undo_attempts == was.undo_attempts
+                )
+            else:
+                same = now.status is StepStatus.STARTED and now.attempts == was.attempts
+            if same:
+                e = numbered(e, self.state.version + 1)
+                self.state = apply(self.state, e)
+                self._pending.append(e)
 
     # -- helpers ------------------------------------------------------------------------
 
