@@ -134,6 +134,13 @@ class LedgerClock:
         return elapsed >= self.every or stepped
 
 
+def follow_ledger(clock: Clock | None, ledger: LedgerTime) -> Clock:
+    """The ledger's time, read through ``clock`` (this process's own by default). A clock
+    that is not a ``SystemClock`` (a test's fake) is taken as the ledger's time itself."""
+    base = clock or SystemClock()
+    return LedgerClock(base, ledger) if isinstance(base, SystemClock) else base
+
+
 async def synced(clock: Clock) -> None:
     """Bring ``clock`` in step with the ledger, when it is a ``LedgerClock``."""
     if isinstance(clock, LedgerClock):
