@@ -15,7 +15,7 @@ from dataclasses import replace
 from pivotal import four_eyes
 from pivotal.app import App
 from pivotal.catalogue import Catalogue, StepKind
-from pivotal.clock import Clock, LedgerClock, SystemClock, synced
+from pivotal.clock import Clock, SystemClock, follow_ledger, synced
 from pivotal.engine import AlreadyCreated, Creation, RunOptions, SagaRun, point_of_no_return
 from pivotal.errors import (
     ApprovalError,
@@ -116,11 +116,9 @@ class Orchestrator:
             raise InvalidInput(f"max_active must be a whole number >= 1 or None: {max_active!r}")
         self.store = store
         self.app = app if isinstance(app, App) else App([app], name=app.name)
-        base = clock or SystemClock()
         # wall-clock time is the ledger's, read through this process's clock (a fake clock
         # given by a test is its own time)
-        use_ledger = ledger_clock and isinstance(base, SystemClock)
-        self.clock: Clock = LedgerClock(base, store) if use_ledger else base
+        self.clock: Clock = follow_ledger(clock, store) if ledger_clock else clock or SystemClock()
         self.rng = rng or random.Random()
         self.owner = owner or f"orchestrator-{uuid.uuid4().hex[:8]}"
         self.lease_ttl = lease_ttl

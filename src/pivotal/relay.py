@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, fields
 from typing import Protocol, runtime_checkable
 
-from pivotal.clock import Clock, SystemClock
+from pivotal.clock import Clock, follow_ledger, synced
 from pivotal.errors import InvalidInput, PivotalError, StoreError
 from pivotal.outbox import Message
 from pivotal.redaction import redact
@@ -152,10 +152,11 @@ def default_owner() -> str:
 
 class Relay:
     """Delivers the outbox to ``sinks``: each round claims up to ``batch`` due messages
-    (leased for ``lease_ttl`` seconds), delivers them (up to ``concurrency`` at once; they
-    are of different sagas), and settles each. A sink call is cut off after ``timeout``
-    seconds, which must be well inside the lease, so that a lease never runs out while its
-    message is being delivered: a message not started in time is left for the next round."""
+    (leased for ``lease_ttl`` seconds of the ledger's clock), delivers them (up to
+    ``concurrency`` at once; they are of different sagas), and settles each. A sink call is
+    cut off after ``timeout`` seconds, which must be well inside the lease, so that a lease
+    never runs out while its message is being delivered: a message not started in time is
+    left for the next round."""
 
     def __init__(
         self,
@@ -183,7 +184,9 @@ class Relay:
             )
         self.store = store
         self.sinks = tuple(sinks)
-        self.clock: Clock = clock or SystemClock()
+        # every lease time is the ledger's, read through this process's clock (a fake clock
+        # given by a test is its own time): relays whose clocks disagree agree on a lease
+        self.clock: Clock = follow_ledger(clock, store)
         self.owner = owner or default_owner()
         self.batch = batch
         self.lease_ttl = lease_ttl
@@ -198,6 +201,7 @@ class Relay:
 
     async def run_once(self) -> RelayReport:
         """Claim due messages, deliver them, settle each; return the counts."""
+        await synced(self.clock)  # times below are the ledger's
         now = self.clock.now()
         claimed = await self.store.claim_messages(self.owner, now, self.lease_ttl, self.batch)
         report = RelayReport(claimed=len(claimed))

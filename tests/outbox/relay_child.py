@@ -10,8 +10,9 @@ The process kills itself the NTH time it reaches POINT:
 ``settling``  inside the settle transaction, its statement run, before its commit
 ``settled``   a settle was committed
 
-Its clock runs OFFSET seconds ahead of the real one (so the leases of a killed predecessor
-have run out). Exit 0: it relayed until nothing was due without reaching the NTH point.
+It takes the ledger's time to be OFFSET seconds past the real one (so the leases of a killed
+predecessor have run out): its clock is not a ``SystemClock``, so the relay uses it as the
+ledger's time as it is. Exit 0: it relayed until nothing was due without reaching the NTH point.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from pivotal.clock import SystemClock
 from pivotal.outbox import Message
 from pivotal.relay import Relay
 from pivotal.store import open_store
@@ -34,12 +34,17 @@ from pivotal.store.primitives import BatchResult, Stmt
 SETTLES = {so.SETTLE_DELIVERED, so.SETTLE_RETRY, so.SETTLE_DEAD}
 
 
-class Ahead(SystemClock):
+class Later:
+    """The ledger's time, ``offset`` seconds on."""
+
     def __init__(self, offset: float) -> None:
         self.offset = offset
 
     def now(self) -> float:
         return time.time() + self.offset
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
 
 class Point:
@@ -125,7 +130,7 @@ async def main(url: str, received: str, name: str, nth: int, offset: float) -> N
     store.claim_messages = claiming  # type: ignore[method-assign]
     store.settle_message = settling  # type: ignore[method-assign]
     relay = Relay(
-        store, [Appending(received, point)], clock=Ahead(offset), lease_ttl=30, timeout=10
+        store, [Appending(received, point)], clock=Later(offset), lease_ttl=30, timeout=10
     )
     await relay.run(until_idle=True, poll=0.0)
     await store.close()
