@@ -359,10 +359,18 @@ class Orchestrator:
         saga ended, or waits for a person) frees the lease too, and the keeper forgets it.
         Only for a lease held for a single pass (``run``, ``execute``); a worker releases
         its own, and a caller that drives several passes under one lease keeps it."""
+        return replace(
+            self._leased(lease, options), on_release=functools.partial(self.leases.freed, lease)
+        )
+
+    def _leased(self, lease: Lease, options: RunOptions | None = None) -> RunOptions:
+        """``options`` for a pass that calls anything under ``lease``: the lease is checked
+        (renewed when about to run out) before every intent and call, and a call's progress
+        report is kept under it. Every pass that may call an action, an undo or a lookup
+        runs with these."""
         options = options or RunOptions(owner=self.owner, hook=self.hook)
         return replace(
             options,
-            on_release=functools.partial(self.leases.freed, lease),
             lease_check=functools.partial(self.leases.ensure, lease),
             report=functools.partial(self.leases.report, lease),
         )
@@ -476,7 +484,7 @@ class Orchestrator:
         if refusal is not None:  # asked before the lease: nothing counted
             raise refusal
         async with self.lease(letter.saga_id) as lease:
-            run = self._pass(await self.get(letter.saga_id), lease.epoch)
+            run = self._pass(await self.get(letter.saga_id), lease.epoch, self._leased(lease))
             return await self.leases.guard(
                 lease, run.retry_dead_letter(letter.step, letter.retries)
             )
@@ -490,8 +498,8 @@ class Orchestrator:
         if letter.status != "open":
             raise InvalidInput(f"dead letter {dead_letter_id} is already {letter.status}")
         async with self.lease(letter.saga_id) as lease:
-            run = self._pass(await self.get(letter.saga_id), lease.epoch)
-            await run.resolve_dead_letter(letter.step, by, reason)
+            run = self._pass(await self.get(letter.saga_id), lease.epoch, self._leased(lease))
+            await self.leases.guard(lease, run.resolve_dead_letter(letter.step, by, reason))
 
     # -- approvals ----------------------------------------------------------------------
 

@@ -344,3 +344,61 @@ async def test_stopping_a_worker_drains_within_its_bound(store: Store, clock: Fa
     assert step.status is StepStatus.STARTED
     assert step.doubt_until is not None
     assert step.doubt_until >= clock.now() + 3600
+
+
+# -- a dead letter retried by a paused process --------------------------------------------
+
+
+class PausingUndoStore(PausingStore):
+    """As ``PausingStore``, after the undo intent of ``step`` is committed."""
+
+    async def _after(self, events: Any) -> None:
+        started = [e for e in events if e.type is EventType.UNDO_STARTED and e.step == self.step]
+        if started and not self.paused:
+            self.paused = True
+            await self.meanwhile()
+
+
+async def test_a_paused_process_never_retries_a_dead_letter_after_another_took_its_saga(
+    store: Store, clock: FakeClock
+) -> None:
+    provider = Provider(clock)
+    catalogue = Catalogue("doubt")
+    refunds: list[str] = []
+    failing = {"on": True}
+
+    async def refund(args: Item, result: Any, ctx: StepContext) -> str:
+        refunds.append(ctx.key)
+        if failing["on"]:
+            raise Permanent("the refund service refused")
+        return provider.undo(ctx.action_key)
+
+    @catalogue.compensable(undo=refund, retry=ONCE, undo_retry=ONCE)
+    async def charge(args: Item, ctx: StepContext) -> dict[str, Any]:
+        return await provider.apply(ctx.key, ctx.step)
+
+    @catalogue.pivot(retry=ONCE)
+    async def refuse(args: Item, ctx: StepContext) -> None:
+        raise Permanent("declined")
+
+    first = orch(store, catalogue, clock, "process-0")
+    state = await first.execute(plan("charge", "refuse"), saga_id="s")
+    assert state.status is SagaStatus.COMPENSATION_FAILED
+    [letter] = await store.dead_letters()
+    failing["on"] = False
+    refunds.clear()
+    other = orch(store, catalogue, clock, "process-b")
+
+    async def takeover() -> None:
+        # A's lease runs out while it is paused, and so does its undo attempt's deadline
+        clock.advance(max(other.lease_ttl, 60 + 30) + 1)
+        assert (await Sweeper(other).sweep()).leases_recovered == ["s"]
+        assert await other.retry_dead_letter(letter.id)
+
+    a = orch(PausingUndoStore(store, 0, takeover), catalogue, clock, "process-a")  # type: ignore[arg-type]
+    with pytest.raises(LeaseLost):
+        await a.retry_dead_letter(letter.id)
+
+    assert refunds == ["s:0:undo"]  # B's call only: A never called after losing the saga
+    assert not provider.in_place("s:0")
+    assert (await other.get("s")).state.status is SagaStatus.COMPENSATED
