@@ -293,7 +293,7 @@ class Orchestrator:
     async def _run(self, saga_id: str, options: RunOptions | None) -> SagaState:
         refused: SagaUnserved | None = None
         async with self.lease(saga_id) as lease:
-            work = self.drive(saga_id, lease.epoch, self._releasing(lease, options))
+            work = self.drive(saga_id, lease.epoch, self.leased(lease, options, release=True))
             try:
                 return await self.leases.guard(lease, work)
             except SagaUnserved as exc:
@@ -354,23 +354,19 @@ class Orchestrator:
             return
         await self.store.release(lease.saga_id, lease.epoch, str(refusal), counted=False)
 
-    def _releasing(self, lease: Lease, options: RunOptions | None) -> RunOptions:
-        """``options`` for the one pass run under ``lease``: the commit that ends it (the
-        saga ended, or waits for a person) frees the lease too, and the keeper forgets it.
-        Only for a lease held for a single pass (``run``, ``execute``); a worker releases
-        its own, and a caller that drives several passes under one lease keeps it."""
-        return replace(
-            self._leased(lease, options), on_release=functools.partial(self.leases.freed, lease)
-        )
-
-    def _leased(self, lease: Lease, options: RunOptions | None = None) -> RunOptions:
-        """``options`` for a pass that calls anything under ``lease``: the lease is checked
-        (renewed when about to run out) before every intent and call, and a call's progress
-        report is kept under it. Every pass that may call an action, an undo or a lookup
-        runs with these."""
+    def leased(
+        self, lease: Lease, options: RunOptions | None = None, *, release: bool = False
+    ) -> RunOptions:
+        """``options`` for a pass under ``lease``; every pass that may call an action, an
+        undo or a lookup runs with these. The lease is checked (renewed when about to run
+        out) before every intent and call, and a call's progress report is kept under it.
+        With ``release`` (a lease held for that single pass: ``run``, ``execute``, a
+        worker's), the commit that ends the pass (the saga ended, or waits for a person)
+        frees the lease too, and the keeper forgets it."""
         options = options or RunOptions(owner=self.owner, hook=self.hook)
         return replace(
             options,
+            on_release=functools.partial(self.leases.freed, lease) if release else None,
             lease_check=functools.partial(self.leases.ensure, lease),
             report=functools.partial(self.leases.report, lease),
         )
@@ -429,7 +425,7 @@ class Orchestrator:
         creation = Creation(event, write, written)
         fresh = StoredSaga(state, plan, 1, None)
         async with self.leases.holding(lease):
-            releasing = self._releasing(lease, options)
+            releasing = self.leased(lease, options, release=True)
             work = self._pass(fresh, 1, releasing, creation, found).drive()  # never poison
             del fresh, found, state  # the pass holds what it needs while it waits
             try:
@@ -484,7 +480,7 @@ class Orchestrator:
         if refusal is not None:  # asked before the lease: nothing counted
             raise refusal
         async with self.lease(letter.saga_id) as lease:
-            run = self._pass(await self.get(letter.saga_id), lease.epoch, self._leased(lease))
+            run = self._pass(await self.get(letter.saga_id), lease.epoch, self.leased(lease))
             return await self.leases.guard(
                 lease, run.retry_dead_letter(letter.step, letter.retries)
             )
@@ -498,7 +494,7 @@ class Orchestrator:
         if letter.status != "open":
             raise InvalidInput(f"dead letter {dead_letter_id} is already {letter.status}")
         async with self.lease(letter.saga_id) as lease:
-            run = self._pass(await self.get(letter.saga_id), lease.epoch, self._leased(lease))
+            run = self._pass(await self.get(letter.saga_id), lease.epoch, self.leased(lease))
             await self.leases.guard(lease, run.resolve_dead_letter(letter.step, by, reason))
 
     # -- approvals ----------------------------------------------------------------------

@@ -513,11 +513,9 @@ class Worker:
             max_inline_wait=self.config.max_inline_wait,
             hook=self.hook,
             should_stop=self._stopping.is_set,
-            # the commit that ends the pass frees the lease: no release commit after it
-            on_release=functools.partial(orch.leases.freed, lease),
-            lease_check=functools.partial(orch.leases.ensure, lease),
-            report=functools.partial(orch.leases.report, lease),
         )
+        # the commit that ends the pass frees the lease: no release commit after it
+        options = orch.leased(lease, options, release=True)
         self.stats.runs += 1
         error: str | None = None
         try:
