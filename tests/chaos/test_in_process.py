@@ -283,7 +283,9 @@ def test_a_dead_letter_retry_that_loses_its_lease_during_its_undo_is_swept_again
     request: pytest.FixtureRequest,
 ) -> None:
     """A schedule the random draws found: the charge fails, the release is refused and
-    parked; the pass's last commit is written but its reply lost, so the sweeper retries
+    parked (the charge, in doubt after its transient error, is refunded by its key first:
+    its last commit is the 11th); the pass's last commit is written but its reply lost, so
+    the sweeper retries
     the dead letter at once, and while that undo is in flight its lease runs out and
     another process takes the saga. The saga is compensation_failed with an undo begun and
     not ended: the world is not at rest until the next sweep retries the open dead letter
@@ -296,7 +298,7 @@ def test_a_dead_letter_retry_that_loses_its_lease_during_its_undo_is_swept_again
         36,
         request,
         "random",
-        commits=[CommitFault(9, StoreFault.AFTER_WRITE)],
+        commits=[CommitFault(11, StoreFault.AFTER_WRITE)],
         interloper=Takeover(0, occurrence=2, undo=True, expire=True),
     )
     assert result.status is SagaStatus.COMPENSATED  # the sweep's next retry released it
