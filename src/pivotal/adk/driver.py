@@ -14,7 +14,7 @@ died between the two) is written the same way by the next invocation.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable
 from typing import TYPE_CHECKING
 
 from google.adk.agents.invocation_context import InvocationContext
@@ -49,11 +49,11 @@ class _Stop:
         self.boundary = boundary
         self.reached = False
 
-    def hook(self, point: Point, index: int) -> None:
-        if self.outer is not None:
-            self.outer(point, index)
+    def hook(self, point: Point, index: int) -> Awaitable[None] | None:
         if point is Point.AFTER_EFFECT:
             self.reached = True
+        # a hook that pauses the process returns what to await: the pass awaits it
+        return None if self.outer is None else self.outer(point, index)
 
     def pause_before(self, index: int) -> bool:
         return self.boundary is not None and index >= self.boundary
