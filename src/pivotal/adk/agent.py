@@ -18,10 +18,12 @@ before every earlier one (``pivotal.adk.shape`` says what a group may not hold, 
 
 A verdict is never lost between the session and the ledger. One given before the first act
 is recorded with the submission itself (``Orchestrator.submit_aborted``: the saga is created
-compensating), so neither a crash nor a worker claiming the new saga can run it. One given
-later is written under the agent's lease and retried on a version conflict; and a verdict
-the session holds that the ledger does not (the process died in between) is written by the
-next invocation, for as long as the saga can still be rolled back.
+compensating), so neither a crash nor a worker claiming the new saga can run it. Without
+one, the saga is created leased to the agent (``Orchestrator.submit_leased``), so no worker
+claims it while a later model stage has yet to decide. One given later is written under the
+agent's lease and retried on a version conflict; and a verdict the session holds that the
+ledger does not (the process died in between) is written by the next invocation, for as
+long as the saga can still be rolled back.
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ from pivotal.adk.shape import stage_of
 from pivotal.adk.stages import Act, Decide, Parallel, Stage, StageError
 from pivotal.engine import describe
 from pivotal.errors import PlanRejected
+from pivotal.lease import Lease
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import ActorType, ParallelGroup, Plan, Provenance, StepCall
+from pivotal.state import SagaState
 
 
 def _call(act: Act, state: Mapping[str, Any]) -> StepCall:
@@ -207,43 +211,56 @@ class SagaAgent(BaseAgent):
                 S.APPROVAL: None,
             }
             yield self.event(ctx, fresh)
+        lease: Lease | None = None
+        first: Event | None = None
         if await self.orchestrator.store.load(saga_id) is None:
-            async for event in self._submit(ctx, saga_id):
+            async for event in self._leading(ctx):
                 yield event
-            if ctx.session.state.get(S.SAGA_STATUS) == "rejected":
+            try:
+                submitted, lease = await self._submit(ctx, saga_id)
+            except (PlanRejected, StageError) as exc:
+                yield self.event(
+                    ctx, {S.SAGA_STATUS: "rejected", S.SAGA_REASON: str(exc)}, f"not started: {exc}"
+                )
                 return
+            # told once the lease is held: nothing may come between its creation and that
+            first = self.event(ctx, {S.SAGA_STATUS: submitted.status.value})
         driver = Driver(self, ctx, saga_id)
-        async for event in driver.run():
+        async for event in driver.run(lease, first):
             yield event
 
-    async def _submit(self, ctx: InvocationContext, saga_id: str) -> AsyncGenerator[Event, None]:
-        """Run the model stages before the first act, then submit the whole plan: aborted
-        already, in the same transaction, when one of them rolled back."""
-        verdict: tuple[str, str] | None = None  # (stage, reason) of a rollback
+    async def _leading(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
+        """Run the model stages before the first act, up to the first that rolls back."""
         for stage in self.leading():
             decided = S.DECIDED_PREFIX + stage.stage
             if ctx.session.state.get(decided) is None:  # None: cleared for a new saga
                 async for event in self.decide(ctx, stage):
                     yield event
-            reason = S.veto_of(ctx.session.state.get(decided))
+            if S.veto_of(ctx.session.state.get(decided)) is not None:
+                return
+
+    async def _submit(self, ctx: InvocationContext, saga_id: str) -> tuple[SagaState, Lease | None]:
+        """Submit the whole plan once the model stages before the first act decided.
+
+        When one of them rolled back, the saga is created aborted, in the same transaction:
+        at no moment can anything run it. Otherwise it is created leased to this process,
+        so no worker can claim it, and run a step past a model stage that has yet to
+        decide, before this invocation's lease ends or lapses; the lease (None when the
+        saga is not this process's) is for the caller to hold."""
+        verdict: tuple[str, str] | None = None  # (stage, reason) of a rollback
+        for stage in self.leading():
+            reason = S.veto_of(ctx.session.state.get(S.DECIDED_PREFIX + stage.stage))
             if reason is not None:
                 verdict = (stage.stage, reason)
                 break
-        try:
-            plan = self.plan(ctx.session.state, ctx.session.id)
-            if verdict is None:
-                submitted = await self.orchestrator.submit(plan, saga_id=saga_id)
-            else:  # the saga is created compensating: at no moment can anything run it
-                by, reason = verdict
-                submitted = await self.orchestrator.submit_aborted(
-                    plan, saga_id=saga_id, by=f"adk:{by}", reason=reason
-                )
-        except (PlanRejected, StageError) as exc:
-            yield self.event(
-                ctx, {S.SAGA_STATUS: "rejected", S.SAGA_REASON: str(exc)}, f"not started: {exc}"
-            )
-            return
-        yield self.event(ctx, {S.SAGA_STATUS: submitted.status.value})
+        plan = self.plan(ctx.session.state, ctx.session.id)
+        if verdict is None:
+            return await self.orchestrator.submit_leased(plan, saga_id=saga_id)
+        by, reason = verdict
+        aborted = await self.orchestrator.submit_aborted(
+            plan, saga_id=saga_id, by=f"adk:{by}", reason=reason
+        )
+        return aborted, None
 
 
 __all__ = ["SagaAgent", "Stage", "saga_id_for"]

@@ -108,9 +108,16 @@ class Driver:
                 out.append(self.agent.event(self.ctx, {key: note}, note))
         return out
 
-    async def run(self) -> AsyncGenerator[Event, None]:
+    async def run(
+        self, lease: Lease | None = None, first: Event | None = None
+    ) -> AsyncGenerator[Event, None]:
+        """Drive the saga under ``lease`` (one taken with its creation), or under one taken
+        now; ``first`` is told once it is held."""
+        held = self.orch.lease(self.saga_id) if lease is None else self.orch.leases.holding(lease)
         try:
-            async with self.orch.lease(self.saga_id) as lease:
+            async with held as lease:
+                if first is not None:
+                    yield first
                 async for event in self._loop(lease):
                     yield event
         except LeaseLost as exc:
