@@ -327,7 +327,7 @@ class Orchestrator:
     async def _run(self, saga_id: str, options: RunOptions | None) -> SagaState:
         refused: SagaUnserved | None = None
         async with self.lease(saga_id) as lease:
-            work = self.drive(saga_id, lease.epoch, self._releasing(lease, options))
+            work = self.drive(saga_id, lease.epoch, self.under_lease(lease, options))
             try:
                 return await self.leases.guard(lease, work)
             except SagaUnserved as exc:
@@ -388,11 +388,14 @@ class Orchestrator:
             return
         await self.store.release(lease.saga_id, lease.epoch, str(refusal), counted=False)
 
-    def _releasing(self, lease: Lease, options: RunOptions | None) -> RunOptions:
-        """``options`` for the one pass run under ``lease``: the commit that ends it (the
-        saga ended, or waits for a person) frees the lease too, and the keeper forgets it.
-        Only for a lease held for a single pass (``run``, ``execute``); a worker releases
-        its own, and a caller that drives several passes under one lease keeps it."""
+    def under_lease(self, lease: Lease, options: RunOptions | None = None) -> RunOptions:
+        """``options`` for a pass run under ``lease``, held by this process: before every
+        intent and every call that can take effect the lease is checked (renewed when it
+        is about to run out; ``LeaseLost`` once taken over), progress reports are kept
+        under it, and the commit that ends the pass (the saga ended, or waits for a
+        person) frees the lease too, and the keeper forgets it. For every pass this
+        process runs under a lease it holds (``run``, ``execute``, an agent's passes);
+        after a pass that freed it, the holder runs no other."""
         options = options or RunOptions(owner=self.owner, hook=self.hook)
         return replace(
             options,
@@ -455,7 +458,7 @@ class Orchestrator:
         creation = Creation(event, write, written)
         fresh = StoredSaga(state, plan, 1, None)
         async with self.leases.holding(lease):
-            releasing = self._releasing(lease, options)
+            releasing = self.under_lease(lease, options)
             work = self._pass(fresh, 1, releasing, creation, found).drive()  # never poison
             del fresh, found, state  # the pass holds what it needs while it waits
             try:

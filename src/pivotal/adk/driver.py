@@ -162,11 +162,14 @@ class Driver:
                     yield event
                 continue
             stop = _Stop(self.agent, gate[0] if gate else None)
-            options = RunOptions(
-                owner=self.orch.owner,
-                hook=stop.hook,
-                should_stop=stop.should_stop,
-                pause_before=stop.pause_before,
+            options = self.orch.under_lease(  # the lease checked before every call
+                lease,
+                RunOptions(
+                    owner=self.orch.owner,
+                    hook=stop.hook,
+                    should_stop=stop.should_stop,
+                    pause_before=stop.pause_before,
+                ),
             )
             after = await self.orch.leases.guard(
                 lease, self.orch.drive(self.saga_id, lease.epoch, options)
