@@ -34,12 +34,12 @@ from typing import Any
 
 from google.adk.agents import BaseAgent
 from google.adk.agents.invocation_context import InvocationContext
-from google.adk.events import Event, EventActions
-from google.genai import types
+from google.adk.events import Event
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from pivotal.adk import stages as S
 from pivotal.adk.driver import Driver
+from pivotal.adk.invocation import Invocation
 from pivotal.adk.shape import stage_of
 from pivotal.adk.stages import Act, Decide, Parallel, Stage, StageError
 from pivotal.engine import describe
@@ -119,35 +119,15 @@ class SagaAgent(BaseAgent):
     def acts(self) -> list[Act]:
         """Every acting stage in plan order (a parallel group's members in theirs): the
         n-th is the plan's step n."""
-        out: list[Act] = []
-        for s in self._units:
-            if isinstance(s, Act):
-                out.append(s)
-            elif isinstance(s, Parallel):
-                out.extend(s.acts)
-        return out
+        return S.acts_of(self._units)
 
     def leading(self) -> list[Decide]:
         """Model stages before the first acting stage: they may shape the plan."""
-        out = []
-        for s in self._units:
-            if not isinstance(s, Decide):
-                break
-            out.append(s)
-        return out
+        return S.leading_of(self._units)
 
     def gates(self) -> list[tuple[int, Decide]]:
         """Model stages after the first act, each with the plan index it must precede."""
-        out: list[tuple[int, Decide]] = []
-        acts = 0
-        for s in self._units:
-            if isinstance(s, Act):
-                acts += 1
-            elif isinstance(s, Parallel):
-                acts += len(s.acts)
-            elif acts:
-                out.append((acts, s))
-        return out
+        return S.gates_of(self._units)
 
     def plan(self, state: Mapping[str, Any], session_id: str) -> Plan:
         """The acting stages as one plan, arguments built from ``state``; a parallel stage
@@ -168,35 +148,10 @@ class SagaAgent(BaseAgent):
             provenance=provenance,
         )
 
-    # -- events -------------------------------------------------------------------------
-
-    def event(self, ctx: InvocationContext, delta: Mapping[str, Any], text: str = "") -> Event:
-        content = types.Content(role="model", parts=[types.Part(text=text)]) if text else None
-        return Event(
-            invocation_id=ctx.invocation_id,
-            author=self.name,
-            branch=ctx.branch,
-            content=content,
-            actions=EventActions(state_delta=dict(delta)),
-        )
-
-    async def decide(self, ctx: InvocationContext, stage: Decide) -> AsyncGenerator[Event, None]:
-        """Run a model stage, forward its events, then record its verdict."""
-        failed: str | None = None
-        try:
-            async for event in stage.agent.run_async(ctx):
-                yield event
-        except Exception as exc:  # a model stage that fails cannot approve anything
-            failed = f"model stage {stage.stage} failed: {describe(exc)}"
-        reason = failed or S.abort_reason(stage, ctx.session.state)
-        delta: dict[str, Any] = {S.DECIDED_PREFIX + stage.stage: reason or S.PROCEED}
-        if reason:
-            delta[S.SAGA_ABORT] = reason
-        yield self.event(ctx, delta)
-
     # -- the run ------------------------------------------------------------------------
 
     async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
+        invocation = Invocation(self.orchestrator, self.name, ctx, tuple(self._units))
         state = ctx.session.state
         saga_id = state.get(S.SAGA_ID)
         if not isinstance(saga_id, str) or state.get(S.SAGA_STATUS) in S.FINAL_STATUSES:
@@ -210,33 +165,32 @@ class SagaAgent(BaseAgent):
                 S.SAGA_ABORT: None,
                 S.APPROVAL: None,
             }
-            yield self.event(ctx, fresh)
+            yield invocation.event(fresh)
         lease: Lease | None = None
         first: Event | None = None
         if await self.orchestrator.store.load(saga_id) is None:
-            async for event in self._leading(ctx):
+            async for event in self._leading(invocation):
                 yield event
             try:
                 submitted, lease = await self._submit(ctx, saga_id)
             except (PlanRejected, StageError) as exc:
-                yield self.event(
-                    ctx, {S.SAGA_STATUS: "rejected", S.SAGA_REASON: str(exc)}, f"not started: {exc}"
-                )
+                rejected = {S.SAGA_STATUS: "rejected", S.SAGA_REASON: str(exc)}
+                yield invocation.event(rejected, f"not started: {exc}")
                 return
             # told once the lease is held: nothing may come between its creation and that
-            first = self.event(ctx, {S.SAGA_STATUS: submitted.status.value})
-        driver = Driver(self, ctx, saga_id)
+            first = invocation.event({S.SAGA_STATUS: submitted.status.value})
+        driver = Driver(invocation, saga_id)
         async for event in driver.run(lease, first):
             yield event
 
-    async def _leading(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
+    async def _leading(self, invocation: Invocation) -> AsyncGenerator[Event, None]:
         """Run the model stages before the first act, up to the first that rolls back."""
         for stage in self.leading():
             decided = S.DECIDED_PREFIX + stage.stage
-            if ctx.session.state.get(decided) is None:  # None: cleared for a new saga
-                async for event in self.decide(ctx, stage):
+            if invocation.ctx.session.state.get(decided) is None:  # None: cleared for a new saga
+                async for event in invocation.decide(stage):
                     yield event
-            if S.veto_of(ctx.session.state.get(decided)) is not None:
+            if S.veto_of(invocation.ctx.session.state.get(decided)) is not None:
                 return
 
     async def _submit(self, ctx: InvocationContext, saga_id: str) -> tuple[SagaState, Lease | None]:

@@ -15,21 +15,17 @@ died between the two) is written the same way by the next invocation.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable
-from typing import TYPE_CHECKING
 
-from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events import Event
 
 from pivotal.adk import stages as S
+from pivotal.adk.invocation import Invocation
 from pivotal.adk.stages import Decide
 from pivotal.engine import RunOptions, describe
 from pivotal.errors import InvalidInput, LeaseLost, VersionConflict
 from pivotal.hooks import Point
 from pivotal.lease import Lease
 from pivotal.state import SagaState, SagaStatus, StepStatus
-
-if TYPE_CHECKING:
-    from pivotal.adk.agent import SagaAgent
 
 _FORWARD = (SagaStatus.SUBMITTED, SagaStatus.RUNNING)
 _ROLLING_BACK = (
@@ -44,8 +40,8 @@ class _Stop:
     """The hook and the stop test of one pass: stop after any forward step's effect, and
     never begin a step at or past ``boundary`` (a model stage decides first)."""
 
-    def __init__(self, agent: SagaAgent, boundary: int | None) -> None:
-        self.outer = agent.orchestrator.hook
+    def __init__(self, invocation: Invocation, boundary: int | None) -> None:
+        self.outer = invocation.orchestrator.hook
         self.boundary = boundary
         self.reached = False
 
@@ -65,12 +61,12 @@ class _Stop:
 class Driver:
     """One invocation's drive of one saga."""
 
-    def __init__(self, agent: SagaAgent, ctx: InvocationContext, saga_id: str) -> None:
-        self.agent = agent
-        self.orch = agent.orchestrator
-        self.ctx = ctx
+    def __init__(self, invocation: Invocation, saga_id: str) -> None:
+        self.invocation = invocation
+        self.orch = invocation.orchestrator
+        self.ctx = invocation.ctx
         self.saga_id = saga_id
-        self.stage_of = {n: act.stage for n, act in enumerate(agent.acts)}
+        self.stage_of = {n: act.stage for n, act in enumerate(invocation.acts)}
 
     def _view(self, state: SagaState, text: str = "") -> Event | None:
         delta = S.view_delta(state, self.stage_of, self.ctx.session.state)
@@ -86,13 +82,13 @@ class Driver:
                 delta[S.APPROVAL] = approval
         if not delta and not text:
             return None
-        return self.agent.event(self.ctx, delta, text)
+        return self.invocation.event(delta, text)
 
     def _pending_gate(self, state: SagaState) -> tuple[int, Decide] | None:
         """The next model stage that has not decided, with the step it must precede."""
         if state.status not in _FORWARD:
             return None
-        for boundary, stage in self.agent.gates():
+        for boundary, stage in self.invocation.gates():
             if self.ctx.session.state.get(S.DECIDED_PREFIX + stage.stage) is None:
                 return boundary, stage
         return None
@@ -101,11 +97,11 @@ class Driver:
         """Model stages the saga went past without their verdict (a worker recovered it
         while the agent was down): the ledger is the truth, and the session says so."""
         out = []
-        for boundary, stage in self.agent.gates():
+        for boundary, stage in self.invocation.gates():
             key = S.DECIDED_PREFIX + stage.stage
             if self.ctx.session.state.get(key) is None and _begun(state, boundary):
                 note = f"{S.SKIPPED}the saga passed step {boundary} before {stage.stage} decided"
-                out.append(self.agent.event(self.ctx, {key: note}, note))
+                out.append(self.invocation.event({key: note}, note))
         return out
 
     async def run(
@@ -123,8 +119,8 @@ class Driver:
         except LeaseLost as exc:
             state = (await self.orch.get(self.saga_id)).state
             reason = f"{exc}: it goes on there; run the agent again to see its outcome"
-            yield self.agent.event(
-                self.ctx, {S.SAGA_STATUS: state.status.value, S.SAGA_REASON: reason}, reason
+            yield self.invocation.event(
+                {S.SAGA_STATUS: state.status.value, S.SAGA_REASON: reason}, reason
             )
 
     async def _loop(self, lease: Lease) -> AsyncGenerator[Event, None]:
@@ -152,16 +148,16 @@ class Driver:
                 written.add(veto[0])
                 why, halt = await self._veto(lease, *veto)
                 if why is not None:
-                    yield self.agent.event(self.ctx, {S.SAGA_REASON: why}, why)
+                    yield self.invocation.event({S.SAGA_REASON: why}, why)
                 if halt:
                     return
                 continue
             gate = self._pending_gate(state)
             if gate is not None and _reached(state, gate[0]):
-                async for event in self.agent.decide(self.ctx, gate[1]):
+                async for event in self.invocation.decide(gate[1]):
                     yield event
                 continue
-            stop = _Stop(self.agent, gate[0] if gate else None)
+            stop = _Stop(self.invocation, gate[0] if gate else None)
             options = self.orch.under_lease(  # the lease checked before every call
                 lease,
                 RunOptions(
@@ -176,7 +172,7 @@ class Driver:
             )
             if after.version == state.version and not after.status.terminal:
                 reason = f"saga {self.saga_id} made no progress in this pass; a worker goes on"
-                yield self.agent.event(self.ctx, {S.SAGA_REASON: reason}, reason)
+                yield self.invocation.event({S.SAGA_REASON: reason}, reason)
                 return
 
     def _pending_veto(self, state: SagaState, written: set[str]) -> tuple[str, str] | None:
@@ -185,7 +181,7 @@ class Driver:
         conflict), with its reason; none already tried in this invocation."""
         if state.status not in _FORWARD:
             return None
-        for stage in self.agent.units:
+        for stage in self.invocation.units:
             if isinstance(stage, Decide) and stage.stage not in written:
                 reason = S.veto_of(self.ctx.session.state.get(S.DECIDED_PREFIX + stage.stage))
                 if reason is not None:

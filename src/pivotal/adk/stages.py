@@ -117,6 +117,42 @@ class Decide:
 Stage = Act | Decide | Parallel
 
 
+def acts_of(units: Sequence[Stage]) -> list[Act]:
+    """Every acting stage in plan order (a parallel group's members in theirs): the n-th
+    is the plan's step n."""
+    out: list[Act] = []
+    for s in units:
+        if isinstance(s, Act):
+            out.append(s)
+        elif isinstance(s, Parallel):
+            out.extend(s.acts)
+    return out
+
+
+def leading_of(units: Sequence[Stage]) -> list[Decide]:
+    """Model stages before the first acting stage: they may shape the plan."""
+    out = []
+    for s in units:
+        if not isinstance(s, Decide):
+            break
+        out.append(s)
+    return out
+
+
+def gates_of(units: Sequence[Stage]) -> list[tuple[int, Decide]]:
+    """Model stages after the first act, each with the plan index it must precede."""
+    out: list[tuple[int, Decide]] = []
+    acts = 0
+    for s in units:
+        if isinstance(s, Act):
+            acts += 1
+        elif isinstance(s, Parallel):
+            acts += len(s.acts)
+        elif acts:
+            out.append((acts, s))
+    return out
+
+
 def abort_reason(stage: Decide, state: State) -> str | None:
     """Why the verdict rolls the saga back, or None; a failing check rolls back too."""
     flagged = state.get(SAGA_ABORT)
