@@ -86,11 +86,15 @@ class SagaAgent(BaseAgent):
     catalogue: str
     stages: list[Any] = Field(default_factory=list, exclude=True)
     rationale: str = ""
+    # seconds a model stage may take, unless it sets its own ``timeout``: its silence
+    # then rolls back (the agent holds the saga's lease while a model decides)
+    decide_timeout: float = Field(default=S.DECIDE_TIMEOUT, strict=True)
 
     _units: list[Stage] = PrivateAttr(default_factory=list)
 
     def model_post_init(self, context: Any, /) -> None:
         catalogue = self.orchestrator.app.catalogue(self.catalogue)  # unknown: fail now
+        self.decide_timeout = S.check_timeout(self.decide_timeout, f"the agent {self.name}")
         self._units = [stage_of(s, catalogue) for s in self.stages]
         if not self.acts:
             raise StageError("a saga agent needs at least one Act stage")
@@ -151,7 +155,9 @@ class SagaAgent(BaseAgent):
     # -- the run ------------------------------------------------------------------------
 
     async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
-        invocation = Invocation(self.orchestrator, self.name, ctx, tuple(self._units))
+        invocation = Invocation(
+            self.orchestrator, self.name, ctx, tuple(self._units), self.decide_timeout
+        )
         state = ctx.session.state
         saga_id = state.get(S.SAGA_ID)
         if not isinstance(saga_id, str) or state.get(S.SAGA_STATUS) in S.FINAL_STATUSES:

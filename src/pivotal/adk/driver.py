@@ -3,7 +3,11 @@
 Each pass runs until a forward step reached its outcome (so the session sees every outcome
 as it happens), until the next model stage must decide, or until the saga ends or waits for
 a person. The lease is held for the whole invocation, model stages included, so that no
-worker runs the saga past a verdict that is still being given.
+worker runs the saga past a verdict that is still being given (from the saga's creation,
+when the invocation created it). Each model stage is bounded (``Decide.timeout``, else the
+agent's ``decide_timeout``): a silent model rolls back, and never keeps the lease for ever.
+Every pass checks the lease before each intent and each call, as ``Orchestrator.execute``
+does: a process paused past its lease calls nothing once it is continued.
 
 A verdict that rolls back is written to the ledger before anything else is done: a write
 that meets a version conflict (a decision recorded meanwhile) is tried again, reloaded and

@@ -7,7 +7,9 @@ changed only through their state deltas) and runs its model stages.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,7 @@ class Invocation:
     author: str
     ctx: InvocationContext
     units: tuple[Stage, ...]
+    decide_timeout: float = S.DECIDE_TIMEOUT  # for a model stage that sets none
 
     @property
     def acts(self) -> list[Act]:
@@ -49,11 +52,17 @@ class Invocation:
         )
 
     async def decide(self, stage: Decide) -> AsyncGenerator[Event, None]:
-        """Run a model stage, forward its events, then record its verdict."""
+        """Run a model stage, forward its events, then record its verdict. A stage that
+        fails, or gives no verdict within its timeout (it is then stopped), rolls back."""
+        bound = self.decide_timeout if stage.timeout is None else stage.timeout
+        deadline = asyncio.get_running_loop().time() + bound
         failed: str | None = None
         try:
-            async for event in stage.agent.run_async(self.ctx):
-                yield event
+            async with aclosing(stage.agent.run_async(self.ctx)) as events:
+                while (event := await _next(events, deadline)) is not None:
+                    yield event  # outside the bound: the runner's time is not the model's
+        except _Silent:
+            failed = f"model stage {stage.stage} gave no verdict within {bound:g}s"
         except Exception as exc:  # a model stage that fails cannot approve anything
             failed = f"model stage {stage.stage} failed: {describe(exc)}"
         reason = failed or S.abort_reason(stage, self.ctx.session.state)
@@ -61,3 +70,21 @@ class Invocation:
         if reason:
             delta[S.SAGA_ABORT] = reason
         yield self.event(delta)
+
+
+class _Silent(Exception):
+    """A model stage gave no verdict in time."""
+
+
+async def _next(events: AsyncGenerator[Event, None], deadline: float) -> Event | None:
+    """The model stage's next event, None after its last; ``_Silent`` once the event
+    loop's clock reaches ``deadline`` (the stage is cancelled where it waits)."""
+    try:
+        async with asyncio.timeout_at(deadline) as bound:
+            return await anext(events)
+    except StopAsyncIteration:
+        return None
+    except TimeoutError:
+        if bound.expired():
+            raise _Silent from None
+        raise
