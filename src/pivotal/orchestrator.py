@@ -185,6 +185,39 @@ class Orchestrator:
             assert existing is not None
         return self._same_plan(existing, plan).state
 
+    async def submit_leased(
+        self, plan: Plan, *, saga_id: str | None = None
+    ) -> tuple[SagaState, Lease | None]:
+        """``submit``, with the new saga leased to this process by the commit that creates
+        it (``create_leased``): no other process can claim it before this lease ends or
+        lapses, so the caller decides what runs first (an agent's model stage between two
+        steps). The lease is renewed by this process's heartbeat; hold it at once with
+        ``leases.holding``, which releases it.
+
+        Validated and idempotent on ``saga_id`` like ``submit``: for a saga that existed
+        already (same plan) the lease is None, and the caller takes it as usual; so with a
+        store that cannot create a saga leased (it is created free, as by ``submit``).
+        """
+        create = getattr(type(self.store), "create_leased", None)
+        if create is None:
+            return await self.submit(plan, saga_id=saga_id), None
+        await synced(self.clock)  # times below are the ledger's
+        _check_id(saga_id)
+        existing = await self.store.load(saga_id) if saga_id is not None else None
+        if existing is None:
+            state, event, _ = await self._new(plan, saga_id)
+            now = self.clock.now()
+            terms = (self.owner, self.lease_ttl, now)
+            epoch: int | None = await create(
+                self.store, state, plan, plan.provenance, [event], terms
+            )
+            if epoch is not None:
+                self.telemetry.committed(None, state, [event])
+                return state, self.leases.adopt(state.saga_id, epoch, self.lease_ttl, since=now)
+            existing = await self.store.load(state.saga_id)
+            assert existing is not None
+        return self._same_plan(existing, plan).state, None
+
     def _same_plan(self, existing: StoredSaga, plan: Plan) -> StoredSaga:
         if existing.state.plan_digest != plan.digest():
             raise SagaConflict(

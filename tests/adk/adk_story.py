@@ -119,15 +119,22 @@ def acts() -> list[Act]:
 
 
 def order_agent(
-    orch: Orchestrator, *, check: Decide | None = None, plan: Decide | None = None
+    orch: Orchestrator,
+    *,
+    check: Decide | None = None,
+    plan: Decide | None = None,
+    **options: Any,
 ) -> SagaAgent:
-    """PLAN -> reserve -> [CHECK] -> charge -> ship -> notify, on the checkout catalogue."""
+    """PLAN -> reserve -> [CHECK] -> charge -> ship -> notify, on the checkout catalogue
+    (``options``: more of the SagaAgent's fields)."""
     steps = acts()
     stages: list[Any] = [plan or plan_stage(), steps[0]]
     if check is not None:
         stages.append(check)
     stages += steps[1:]
-    return SagaAgent(name="order_saga", orchestrator=orch, catalogue="checkout", stages=stages)
+    return SagaAgent(
+        name="order_saga", orchestrator=orch, catalogue="checkout", stages=stages, **options
+    )
 
 
 class Session:

@@ -8,6 +8,7 @@ retried when its write meets a version conflict, and never driven past.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
@@ -64,6 +65,20 @@ class Ledger(FlakyStore):
         if made:
             await self._moment("created")
         return made
+
+    async def create_leased(
+        self,
+        state: SagaState,
+        plan: Plan,
+        provenance: Provenance,
+        events: Sequence[Event],
+        lease: tuple[str, float, float],
+    ) -> int | None:
+        epoch = await super().create_leased(state, plan, provenance, events, lease)
+        self.created = self.created or epoch is not None
+        if epoch is not None:
+            await self._moment("created")
+        return epoch
 
     async def commit(
         self, before: SagaState, after: SagaState, events: Sequence[Event], epoch: int | None
@@ -216,6 +231,72 @@ async def test_a_leading_veto_wins_over_a_worker_that_claims_the_saga_first(
     assert EventType.STEP_STARTED.value not in await event_types(store, saga_id)
     assert services.calls("capture") == []  # nothing irreversible ran
     assert forward_calls(services) == []  # nor anything else
+
+
+class Watched(FlakyStore):
+    """A worker's view of the ledger: ``first_round`` is what its first claim found."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner, [])
+        self.first_round: asyncio.Future[list[tuple[str, int]]] = asyncio.Future()
+
+    async def claim_next(
+        self,
+        owner: str,
+        ttl: float,
+        now: float,
+        limit: int,
+        *,
+        catalogues: Sequence[str] | None = None,
+        skip: Sequence[str] = (),
+    ) -> list[tuple[str, int]]:
+        found = await super().claim_next(owner, ttl, now, limit, catalogues=catalogues, skip=skip)
+        if not self.first_round.done():
+            self.first_round.set_result(found)
+        return found
+
+
+async def test_a_later_veto_wins_over_a_worker_that_looks_for_work_as_the_saga_is_created(
+    store: Store,
+    app: CommerceApp,
+    clock: FakeClock,
+    orchestrator: Orchestrator,
+    services: CommerceServices,
+) -> None:
+    claimed: list[list[tuple[str, int]]] = []
+
+    async def a_worker_looks_for_work() -> None:
+        """Until its first claim: then it runs what it claimed to its end, or stops."""
+        watched = Watched(store)
+        worker = Worker(
+            Orchestrator(watched, app, clock=clock, owner="worker"),
+            WorkerConfig(poll_interval=0.01),
+        )
+        running = asyncio.create_task(worker.run(until_idle=True))
+        claimed.append(await watched.first_round)
+        if not claimed[-1]:
+            worker.stop()
+        await running
+
+    # A worker looks for work the moment the agent's saga is in the ledger, before the
+    # agent reserved anything and long before its check said "invalid": the saga is the
+    # agent's from its creation, so the worker finds nothing to claim.
+    ledger = Ledger(store, {"created"}, a_worker_looks_for_work)
+    agent_orch = Orchestrator(ledger, app, clock=clock, owner="agent")
+    session = Session(vetoing(agent_orch, leading=False))
+    await session.run()
+    assert ledger.met == ["created"]  # the worker did look in between
+    state = await session.state()
+    saga_id = state["pivotal_saga_id"]
+
+    stored = (await orchestrator.get(saga_id)).state
+    assert stored.status is SagaStatus.COMPENSATED
+    assert stored.reason == REASON
+    assert state["saga_status"] == "compensated"
+    assert state["comp:reserve"]["undo"] == "done"
+    assert services.calls("authorize") == services.calls("capture") == []
+    assert len(services.calls("reserve")) == 1
+    assert claimed == [[]]  # the worker found nothing it could claim
 
 
 # -- a later veto whose write meets a version conflict -------------------------------------

@@ -18,10 +18,12 @@ before every earlier one (``pivotal.adk.shape`` says what a group may not hold, 
 
 A verdict is never lost between the session and the ledger. One given before the first act
 is recorded with the submission itself (``Orchestrator.submit_aborted``: the saga is created
-compensating), so neither a crash nor a worker claiming the new saga can run it. One given
-later is written under the agent's lease and retried on a version conflict; and a verdict
-the session holds that the ledger does not (the process died in between) is written by the
-next invocation, for as long as the saga can still be rolled back.
+compensating), so neither a crash nor a worker claiming the new saga can run it. Without
+one, the saga is created leased to the agent (``Orchestrator.submit_leased``), so no worker
+claims it while a later model stage has yet to decide. One given later is written under the
+agent's lease and retried on a version conflict; and a verdict the session holds that the
+ledger does not (the process died in between) is written by the next invocation, for as
+long as the saga can still be rolled back.
 """
 
 from __future__ import annotations
@@ -32,18 +34,20 @@ from typing import Any
 
 from google.adk.agents import BaseAgent
 from google.adk.agents.invocation_context import InvocationContext
-from google.adk.events import Event, EventActions
-from google.genai import types
+from google.adk.events import Event
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from pivotal.adk import stages as S
 from pivotal.adk.driver import Driver
+from pivotal.adk.invocation import Invocation
 from pivotal.adk.shape import stage_of
 from pivotal.adk.stages import Act, Decide, Parallel, Stage, StageError
 from pivotal.engine import describe
 from pivotal.errors import PlanRejected
+from pivotal.lease import Lease
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import ActorType, ParallelGroup, Plan, Provenance, StepCall
+from pivotal.state import SagaState
 
 
 def _call(act: Act, state: Mapping[str, Any]) -> StepCall:
@@ -82,11 +86,15 @@ class SagaAgent(BaseAgent):
     catalogue: str
     stages: list[Any] = Field(default_factory=list, exclude=True)
     rationale: str = ""
+    # seconds a model stage may take, unless it sets its own ``timeout``: its silence
+    # then rolls back (the agent holds the saga's lease while a model decides)
+    decide_timeout: float = Field(default=S.DECIDE_TIMEOUT, strict=True)
 
     _units: list[Stage] = PrivateAttr(default_factory=list)
 
     def model_post_init(self, context: Any, /) -> None:
         catalogue = self.orchestrator.app.catalogue(self.catalogue)  # unknown: fail now
+        self.decide_timeout = S.check_timeout(self.decide_timeout, f"the agent {self.name}")
         self._units = [stage_of(s, catalogue) for s in self.stages]
         if not self.acts:
             raise StageError("a saga agent needs at least one Act stage")
@@ -115,35 +123,15 @@ class SagaAgent(BaseAgent):
     def acts(self) -> list[Act]:
         """Every acting stage in plan order (a parallel group's members in theirs): the
         n-th is the plan's step n."""
-        out: list[Act] = []
-        for s in self._units:
-            if isinstance(s, Act):
-                out.append(s)
-            elif isinstance(s, Parallel):
-                out.extend(s.acts)
-        return out
+        return S.acts_of(self._units)
 
     def leading(self) -> list[Decide]:
         """Model stages before the first acting stage: they may shape the plan."""
-        out = []
-        for s in self._units:
-            if not isinstance(s, Decide):
-                break
-            out.append(s)
-        return out
+        return S.leading_of(self._units)
 
     def gates(self) -> list[tuple[int, Decide]]:
         """Model stages after the first act, each with the plan index it must precede."""
-        out: list[tuple[int, Decide]] = []
-        acts = 0
-        for s in self._units:
-            if isinstance(s, Act):
-                acts += 1
-            elif isinstance(s, Parallel):
-                acts += len(s.acts)
-            elif acts:
-                out.append((acts, s))
-        return out
+        return S.gates_of(self._units)
 
     def plan(self, state: Mapping[str, Any], session_id: str) -> Plan:
         """The acting stages as one plan, arguments built from ``state``; a parallel stage
@@ -164,35 +152,12 @@ class SagaAgent(BaseAgent):
             provenance=provenance,
         )
 
-    # -- events -------------------------------------------------------------------------
-
-    def event(self, ctx: InvocationContext, delta: Mapping[str, Any], text: str = "") -> Event:
-        content = types.Content(role="model", parts=[types.Part(text=text)]) if text else None
-        return Event(
-            invocation_id=ctx.invocation_id,
-            author=self.name,
-            branch=ctx.branch,
-            content=content,
-            actions=EventActions(state_delta=dict(delta)),
-        )
-
-    async def decide(self, ctx: InvocationContext, stage: Decide) -> AsyncGenerator[Event, None]:
-        """Run a model stage, forward its events, then record its verdict."""
-        failed: str | None = None
-        try:
-            async for event in stage.agent.run_async(ctx):
-                yield event
-        except Exception as exc:  # a model stage that fails cannot approve anything
-            failed = f"model stage {stage.stage} failed: {describe(exc)}"
-        reason = failed or S.abort_reason(stage, ctx.session.state)
-        delta: dict[str, Any] = {S.DECIDED_PREFIX + stage.stage: reason or S.PROCEED}
-        if reason:
-            delta[S.SAGA_ABORT] = reason
-        yield self.event(ctx, delta)
-
     # -- the run ------------------------------------------------------------------------
 
     async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
+        invocation = Invocation(
+            self.orchestrator, self.name, ctx, tuple(self._units), self.decide_timeout
+        )
         state = ctx.session.state
         saga_id = state.get(S.SAGA_ID)
         if not isinstance(saga_id, str) or state.get(S.SAGA_STATUS) in S.FINAL_STATUSES:
@@ -206,44 +171,56 @@ class SagaAgent(BaseAgent):
                 S.SAGA_ABORT: None,
                 S.APPROVAL: None,
             }
-            yield self.event(ctx, fresh)
+            yield invocation.event(fresh)
+        lease: Lease | None = None
+        first: Event | None = None
         if await self.orchestrator.store.load(saga_id) is None:
-            async for event in self._submit(ctx, saga_id):
+            async for event in self._leading(invocation):
                 yield event
-            if ctx.session.state.get(S.SAGA_STATUS) == "rejected":
+            try:
+                submitted, lease = await self._submit(ctx, saga_id)
+            except (PlanRejected, StageError) as exc:
+                rejected = {S.SAGA_STATUS: "rejected", S.SAGA_REASON: str(exc)}
+                yield invocation.event(rejected, f"not started: {exc}")
                 return
-        driver = Driver(self, ctx, saga_id)
-        async for event in driver.run():
+            # told once the lease is held: nothing may come between its creation and that
+            first = invocation.event({S.SAGA_STATUS: submitted.status.value})
+        driver = Driver(invocation, saga_id)
+        async for event in driver.run(lease, first):
             yield event
 
-    async def _submit(self, ctx: InvocationContext, saga_id: str) -> AsyncGenerator[Event, None]:
-        """Run the model stages before the first act, then submit the whole plan: aborted
-        already, in the same transaction, when one of them rolled back."""
-        verdict: tuple[str, str] | None = None  # (stage, reason) of a rollback
+    async def _leading(self, invocation: Invocation) -> AsyncGenerator[Event, None]:
+        """Run the model stages before the first act, up to the first that rolls back."""
         for stage in self.leading():
             decided = S.DECIDED_PREFIX + stage.stage
-            if ctx.session.state.get(decided) is None:  # None: cleared for a new saga
-                async for event in self.decide(ctx, stage):
+            if invocation.ctx.session.state.get(decided) is None:  # None: cleared for a new saga
+                async for event in invocation.decide(stage):
                     yield event
-            reason = S.veto_of(ctx.session.state.get(decided))
+            if S.veto_of(invocation.ctx.session.state.get(decided)) is not None:
+                return
+
+    async def _submit(self, ctx: InvocationContext, saga_id: str) -> tuple[SagaState, Lease | None]:
+        """Submit the whole plan once the model stages before the first act decided.
+
+        When one of them rolled back, the saga is created aborted, in the same transaction:
+        at no moment can anything run it. Otherwise it is created leased to this process,
+        so no worker can claim it, and run a step past a model stage that has yet to
+        decide, before this invocation's lease ends or lapses; the lease (None when the
+        saga is not this process's) is for the caller to hold."""
+        verdict: tuple[str, str] | None = None  # (stage, reason) of a rollback
+        for stage in self.leading():
+            reason = S.veto_of(ctx.session.state.get(S.DECIDED_PREFIX + stage.stage))
             if reason is not None:
                 verdict = (stage.stage, reason)
                 break
-        try:
-            plan = self.plan(ctx.session.state, ctx.session.id)
-            if verdict is None:
-                submitted = await self.orchestrator.submit(plan, saga_id=saga_id)
-            else:  # the saga is created compensating: at no moment can anything run it
-                by, reason = verdict
-                submitted = await self.orchestrator.submit_aborted(
-                    plan, saga_id=saga_id, by=f"adk:{by}", reason=reason
-                )
-        except (PlanRejected, StageError) as exc:
-            yield self.event(
-                ctx, {S.SAGA_STATUS: "rejected", S.SAGA_REASON: str(exc)}, f"not started: {exc}"
-            )
-            return
-        yield self.event(ctx, {S.SAGA_STATUS: submitted.status.value})
+        plan = self.plan(ctx.session.state, ctx.session.id)
+        if verdict is None:
+            return await self.orchestrator.submit_leased(plan, saga_id=saga_id)
+        by, reason = verdict
+        aborted = await self.orchestrator.submit_aborted(
+            plan, saga_id=saga_id, by=f"adk:{by}", reason=reason
+        )
+        return aborted, None
 
 
 __all__ = ["SagaAgent", "Stage", "saga_id_for"]

@@ -3,7 +3,11 @@
 Each pass runs until a forward step reached its outcome (so the session sees every outcome
 as it happens), until the next model stage must decide, or until the saga ends or waits for
 a person. The lease is held for the whole invocation, model stages included, so that no
-worker runs the saga past a verdict that is still being given.
+worker runs the saga past a verdict that is still being given (from the saga's creation,
+when the invocation created it). Each model stage is bounded (``Decide.timeout``, else the
+agent's ``decide_timeout``): a silent model rolls back, and never keeps the lease for ever.
+Every pass checks the lease before each intent and each call, as ``Orchestrator.execute``
+does: a process paused past its lease calls nothing once it is continued.
 
 A verdict that rolls back is written to the ledger before anything else is done: a write
 that meets a version conflict (a decision recorded meanwhile) is tried again, reloaded and
@@ -14,22 +18,18 @@ died between the two) is written the same way by the next invocation.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator, Awaitable
 
-from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events import Event
 
 from pivotal.adk import stages as S
+from pivotal.adk.invocation import Invocation
 from pivotal.adk.stages import Decide
 from pivotal.engine import RunOptions, describe
 from pivotal.errors import InvalidInput, LeaseLost, VersionConflict
 from pivotal.hooks import Point
 from pivotal.lease import Lease
 from pivotal.state import SagaState, SagaStatus, StepStatus
-
-if TYPE_CHECKING:
-    from pivotal.adk.agent import SagaAgent
 
 _FORWARD = (SagaStatus.SUBMITTED, SagaStatus.RUNNING)
 _ROLLING_BACK = (
@@ -44,16 +44,16 @@ class _Stop:
     """The hook and the stop test of one pass: stop after any forward step's effect, and
     never begin a step at or past ``boundary`` (a model stage decides first)."""
 
-    def __init__(self, agent: SagaAgent, boundary: int | None) -> None:
-        self.outer = agent.orchestrator.hook
+    def __init__(self, invocation: Invocation, boundary: int | None) -> None:
+        self.outer = invocation.orchestrator.hook
         self.boundary = boundary
         self.reached = False
 
-    def hook(self, point: Point, index: int) -> None:
-        if self.outer is not None:
-            self.outer(point, index)
+    def hook(self, point: Point, index: int) -> Awaitable[None] | None:
         if point is Point.AFTER_EFFECT:
             self.reached = True
+        # a hook that pauses the process returns what to await: the pass awaits it
+        return None if self.outer is None else self.outer(point, index)
 
     def pause_before(self, index: int) -> bool:
         return self.boundary is not None and index >= self.boundary
@@ -65,12 +65,12 @@ class _Stop:
 class Driver:
     """One invocation's drive of one saga."""
 
-    def __init__(self, agent: SagaAgent, ctx: InvocationContext, saga_id: str) -> None:
-        self.agent = agent
-        self.orch = agent.orchestrator
-        self.ctx = ctx
+    def __init__(self, invocation: Invocation, saga_id: str) -> None:
+        self.invocation = invocation
+        self.orch = invocation.orchestrator
+        self.ctx = invocation.ctx
         self.saga_id = saga_id
-        self.stage_of = {n: act.stage for n, act in enumerate(agent.acts)}
+        self.stage_of = {n: act.stage for n, act in enumerate(invocation.acts)}
 
     def _view(self, state: SagaState, text: str = "") -> Event | None:
         delta = S.view_delta(state, self.stage_of, self.ctx.session.state)
@@ -86,13 +86,13 @@ class Driver:
                 delta[S.APPROVAL] = approval
         if not delta and not text:
             return None
-        return self.agent.event(self.ctx, delta, text)
+        return self.invocation.event(delta, text)
 
     def _pending_gate(self, state: SagaState) -> tuple[int, Decide] | None:
         """The next model stage that has not decided, with the step it must precede."""
         if state.status not in _FORWARD:
             return None
-        for boundary, stage in self.agent.gates():
+        for boundary, stage in self.invocation.gates():
             if self.ctx.session.state.get(S.DECIDED_PREFIX + stage.stage) is None:
                 return boundary, stage
         return None
@@ -101,23 +101,30 @@ class Driver:
         """Model stages the saga went past without their verdict (a worker recovered it
         while the agent was down): the ledger is the truth, and the session says so."""
         out = []
-        for boundary, stage in self.agent.gates():
+        for boundary, stage in self.invocation.gates():
             key = S.DECIDED_PREFIX + stage.stage
             if self.ctx.session.state.get(key) is None and _begun(state, boundary):
                 note = f"{S.SKIPPED}the saga passed step {boundary} before {stage.stage} decided"
-                out.append(self.agent.event(self.ctx, {key: note}, note))
+                out.append(self.invocation.event({key: note}, note))
         return out
 
-    async def run(self) -> AsyncGenerator[Event, None]:
+    async def run(
+        self, lease: Lease | None = None, first: Event | None = None
+    ) -> AsyncGenerator[Event, None]:
+        """Drive the saga under ``lease`` (one taken with its creation), or under one taken
+        now; ``first`` is told once it is held."""
+        held = self.orch.lease(self.saga_id) if lease is None else self.orch.leases.holding(lease)
         try:
-            async with self.orch.lease(self.saga_id) as lease:
+            async with held as lease:
+                if first is not None:
+                    yield first
                 async for event in self._loop(lease):
                     yield event
         except LeaseLost as exc:
             state = (await self.orch.get(self.saga_id)).state
             reason = f"{exc}: it goes on there; run the agent again to see its outcome"
-            yield self.agent.event(
-                self.ctx, {S.SAGA_STATUS: state.status.value, S.SAGA_REASON: reason}, reason
+            yield self.invocation.event(
+                {S.SAGA_STATUS: state.status.value, S.SAGA_REASON: reason}, reason
             )
 
     async def _loop(self, lease: Lease) -> AsyncGenerator[Event, None]:
@@ -145,28 +152,32 @@ class Driver:
                 written.add(veto[0])
                 why, halt = await self._veto(lease, *veto)
                 if why is not None:
-                    yield self.agent.event(self.ctx, {S.SAGA_REASON: why}, why)
+                    yield self.invocation.event({S.SAGA_REASON: why}, why)
                 if halt:
                     return
                 continue
             gate = self._pending_gate(state)
             if gate is not None and _reached(state, gate[0]):
-                async for event in self.agent.decide(self.ctx, gate[1]):
+                async for event in self.invocation.decide(gate[1]):
                     yield event
                 continue
-            stop = _Stop(self.agent, gate[0] if gate else None)
-            options = RunOptions(
-                owner=self.orch.owner,
-                hook=stop.hook,
-                should_stop=stop.should_stop,
-                pause_before=stop.pause_before,
+            stop = _Stop(self.invocation, gate[0] if gate else None)
+            options = self.orch.leased(  # the lease checked before every call
+                lease,
+                RunOptions(
+                    owner=self.orch.owner,
+                    hook=stop.hook,
+                    should_stop=stop.should_stop,
+                    pause_before=stop.pause_before,
+                ),
+                release=True,
             )
             after = await self.orch.leases.guard(
                 lease, self.orch.drive(self.saga_id, lease.epoch, options)
             )
             if after.version == state.version and not after.status.terminal:
                 reason = f"saga {self.saga_id} made no progress in this pass; a worker goes on"
-                yield self.agent.event(self.ctx, {S.SAGA_REASON: reason}, reason)
+                yield self.invocation.event({S.SAGA_REASON: reason}, reason)
                 return
 
     def _pending_veto(self, state: SagaState, written: set[str]) -> tuple[str, str] | None:
@@ -175,7 +186,7 @@ class Driver:
         conflict), with its reason; none already tried in this invocation."""
         if state.status not in _FORWARD:
             return None
-        for stage in self.agent.units:
+        for stage in self.invocation.units:
             if isinstance(stage, Decide) and stage.stage not in written:
                 reason = S.veto_of(self.ctx.session.state.get(S.DECIDED_PREFIX + stage.stage))
                 if reason is not None:

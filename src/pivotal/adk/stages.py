@@ -9,6 +9,7 @@ view of the ledger, written through event state deltas: ``comp:<stage>`` records
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,15 +100,40 @@ class Parallel:
         return self.name
 
 
+DECIDE_TIMEOUT = 300.0
+"""How long a model stage may take, in seconds, unless its agent or the stage says."""
+
+
+def check_timeout(timeout: float, what: str) -> float:
+    """``timeout`` when it is a number of seconds above 0 (and finite), else ``StageError``."""
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout < math.inf
+    ):
+        raise StageError(f"the timeout of {what} must be a number of seconds above 0: {timeout!r}")
+    return float(timeout)
+
+
 @dataclass(frozen=True)
 class Decide:
     """A model stage: ``agent`` (an ``LlmAgent``) writes its verdict through its
     ``output_key``; then ``abort_if`` (deterministic, given the session state) returns the
     reason to roll back, or None. A stage may also set ``saga_abort`` itself (from a
-    callback, through its state delta): a truthy value is the reason to roll back."""
+    callback, through its state delta): a truthy value is the reason to roll back.
+
+    The stage is bounded: a model that gives no verdict within ``timeout`` seconds (None:
+    the saga agent's ``decide_timeout``) is stopped, and its silence rolls back, like a
+    failing model stage: the saga agent holds the saga's lease while a model decides,
+    and must not hold it for ever."""
 
     agent: BaseAgent
     abort_if: Callable[[State], str | None] | None = None
+    timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None:
+            check_timeout(self.timeout, f"model stage {self.stage}")
 
     @property
     def stage(self) -> str:
@@ -115,6 +141,42 @@ class Decide:
 
 
 Stage = Act | Decide | Parallel
+
+
+def acts_of(units: Sequence[Stage]) -> list[Act]:
+    """Every acting stage in plan order (a parallel group's members in theirs): the n-th
+    is the plan's step n."""
+    out: list[Act] = []
+    for s in units:
+        if isinstance(s, Act):
+            out.append(s)
+        elif isinstance(s, Parallel):
+            out.extend(s.acts)
+    return out
+
+
+def leading_of(units: Sequence[Stage]) -> list[Decide]:
+    """Model stages before the first acting stage: they may shape the plan."""
+    out = []
+    for s in units:
+        if not isinstance(s, Decide):
+            break
+        out.append(s)
+    return out
+
+
+def gates_of(units: Sequence[Stage]) -> list[tuple[int, Decide]]:
+    """Model stages after the first act, each with the plan index it must precede."""
+    out: list[tuple[int, Decide]] = []
+    acts = 0
+    for s in units:
+        if isinstance(s, Act):
+            acts += 1
+        elif isinstance(s, Parallel):
+            acts += len(s.acts)
+        elif acts:
+            out.append((acts, s))
+    return out
 
 
 def abort_reason(stage: Decide, state: State) -> str | None:
