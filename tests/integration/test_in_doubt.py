@@ -402,3 +402,39 @@ async def test_a_paused_process_never_retries_a_dead_letter_after_another_took_i
     assert refunds == ["s:0:undo"]  # B's call only: A never called after losing the saga
     assert not provider.in_place("s:0")
     assert (await other.get("s")).state.status is SagaStatus.COMPENSATED
+
+
+async def test_a_quick_resume_of_a_pivot_in_doubt_calls_it_only_once_it_cannot_land(
+    store: Store, clock: FakeClock
+) -> None:
+    """A person resumes a pivot whose call was cut off by a client library's timeout, well
+    inside its window: the capture is not called again while the first may still land."""
+    called_at: list[float] = []
+    catalogue = Catalogue("doubt")
+
+    @catalogue.compensable(undo=lambda *_: _nothing(), retry=ONCE)
+    async def hold(args: Item, ctx: StepContext) -> dict[str, Any]:
+        return {"held": ctx.key}
+
+    @catalogue.pivot(retry=ONCE)
+    async def capture(args: Item, ctx: StepContext) -> dict[str, Any]:
+        called_at.append(clock.now())
+        if len(called_at) == 1:
+            raise KeyError("the reply did not parse")
+        return {"captured": ctx.key}
+
+    o = orch(store, catalogue, clock, "p")
+    parked = await o.execute(plan("hold", "capture"), saga_id="s")
+    assert parked.status is SagaStatus.NEEDS_HUMAN
+    events = await store.events("s")
+    [first] = [e for e in events if e.type is EventType.STEP_STARTED and e.step == 1]
+
+    state = await o.resume("s", "ops", "looked at the provider", run=True)
+
+    assert state.status is SagaStatus.COMPLETED
+    assert len(called_at) == 2
+    assert called_at[1] >= first.data["deadline"]
+
+
+async def _nothing() -> None:
+    return None

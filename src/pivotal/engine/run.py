@@ -878,8 +878,14 @@ class SagaRun:
                 # a repeat could make the effect twice, so only a lookup may settle it
                 await self._unknown(index, 0, _UNTOLD_ON_RESUME, doubt=rec.doubt_until)
                 return
-        if rec.status is StepStatus.STARTED:
+        if rec.status is StepStatus.STARTED or (
+            resumed and _open(rec.doubt_until, self.clock.now())
+        ):
+            # how an earlier attempt ended is not known: as one interrupted mid-call, it is
+            # not called again before it cannot land (a person's quick resume included)
             error = f"attempt {rec.attempts} was interrupted before its outcome was recorded"
+            if rec.status is not StepStatus.STARTED:
+                error = f"resumed in doubt: {rec.error or 'its outcome is unknown'}"
             if await self._after_call(index, rec.attempts, End.INTERRUPTED, error, None):
                 return
         while True:
