@@ -30,6 +30,7 @@ from pivotal import (
 )
 from pivotal.examples.commerce.services import CommerceServices
 from pivotal.plan import Plan
+from pivotal.policy import ThresholdPolicy
 from pivotal.rules import FromFact
 from pivotal.store import Store
 
@@ -284,3 +285,31 @@ async def test_facts_that_keep_hanging_take_only_a_few_threads(
             await orchestrator.approve("big", "maria")
     with pytest.raises(StaleApproval, match="earlier calls of the trusted facts"):
         await orchestrator.approve("big", "maria")  # no fifth thread: refused in its time
+
+
+async def test_an_approval_that_expires_during_the_recheck_does_not_run_the_pivot(
+    store: Store, clock: FakeClock
+) -> None:
+    """The re-check before the pivot may take as long as the facts take to answer: an
+    approval that expired meanwhile is expired, not acted on."""
+    calls: list[str] = []
+    app = shop(calls)
+    app.catalogue("shop").approval = ThresholdPolicy(threshold=150)
+    orch = Orchestrator(store, app, clock=clock, rng=random.Random(0))
+    state = await orch.execute(pay_plan("hold", "capture"), saga_id="s")
+    assert state.status is SagaStatus.AWAITING_APPROVAL
+    expires_at = state.approval.expires_at if state.approval else 0.0
+    slow = app.facts
+
+    def facts_slowly(context: Mapping[str, object]) -> dict[str, object]:
+        clock.advance(max(0.0, expires_at - clock.now()) + 1)  # it answers after the expiry
+        return slow(context)
+
+    await orch.approve("s", "maria", run=False)
+    app.facts = facts_slowly  # type: ignore[method-assign]
+    state = await orch.run("s")
+
+    assert calls == ["hold 180", "void 180"]  # never captured
+    assert state.status is SagaStatus.COMPENSATED
+    assert state.approval is not None
+    assert state.approval.status is ApprovalStatus.EXPIRED

@@ -604,6 +604,8 @@ class SagaRun:
                 continue
             if not await self._still_holds(unit) or not await self._held(unit):
                 continue
+            if self.state.approval is not None and not await self._gate(unit[0]):
+                continue  # the approval expired while the plan was re-checked
             if len(unit) == 1:
                 await self.execute(unit[0])
             else:
