@@ -180,3 +180,54 @@ async def test_an_abort_during_a_call_records_its_late_result_and_never_calls_it
     [started] = [e for e in events if e.type is EventType.STEP_STARTED]
     [undo] = [e for e in events if e.type is EventType.UNDO_STARTED]
     assert undo.at < started.data["deadline"]  # nothing waited for a doubt to pass
+
+
+async def test_an_abort_stops_a_long_call_at_its_next_progress_report(
+    make_orchestrator: Callable[..., Orchestrator], clock: FakeClock
+) -> None:
+    """A two-minute step that reports its progress is stopped at its next report once the
+    saga is aborted: it does not run to its end, it is never called again, and its undo
+    follows at once, by its key (nothing of it is still in flight)."""
+    reached: list[int] = []
+    undone: list[Any] = []
+    running, go_on = asyncio.Event(), asyncio.Event()
+    catalogue = Catalogue("slow", default_timeout=120)
+
+    async def release(args: Item, result: Any, ctx: StepContext) -> str:
+        undone.append(result)
+        return "released"
+
+    @catalogue.compensable(undo=release)
+    async def copy(args: Item, ctx: StepContext) -> dict[str, Any]:
+        for part in range(10):
+            await ctx.progress("copying", done=part, total=10)
+            reached.append(part)
+            if part == 0:
+                running.set()
+                await go_on.wait()
+            clock.advance(2)  # each part takes a while
+        return {"copied": ctx.key}
+
+    @catalogue.pivot()
+    async def publish(args: Item, ctx: StepContext) -> None:
+        reached.append(-1)
+
+    orchestrator = make_orchestrator(catalogue)
+    plan = parse_plan(
+        {"catalogue": "slow", "steps": [{"name": "copy", "args": {}}, {"name": "publish"}]}
+    )
+    run = asyncio.ensure_future(orchestrator.execute(plan, saga_id="s"))
+    await running.wait()
+    await orchestrator.abort("s", "ops", "wrong folder")
+    go_on.set()
+    final = await run
+
+    assert final.status is SagaStatus.COMPENSATED
+    assert reached == [0]  # stopped at the next report; publish never ran
+    assert undone == [None]  # undone by its key
+    assert final.steps[0].status is StepStatus.UNKNOWN
+    assert final.steps[0].attempts == 1
+    events = await orchestrator.store.events("s")
+    [started] = [e for e in events if e.type is EventType.STEP_STARTED]
+    [undo] = [e for e in events if e.type is EventType.UNDO_STARTED]
+    assert undo.at < started.data["deadline"]  # nothing waited for a doubt to pass

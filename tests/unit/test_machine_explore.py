@@ -38,6 +38,8 @@ CALLS: list[tuple[End, float | None]] = [
     (End.INTERRUPTED, None),
     (End.ABORT, None),
     (End.NOT_STARTED, None),  # the pass stalled between its intent and the call
+    (End.CANCELLED, LANDS_NOW),  # an abort stopped it at a progress report, after an effect
+    (End.CANCELLED, None),  # ... or before any
 ]
 
 
@@ -139,6 +141,8 @@ def life(p: Params, ch: Chooser) -> tuple[str, World]:
         doubt = d
         if do is Do.FAIL:
             status, doubt = "failed", None
+        elif do is Do.UNKNOWN:  # nothing of this attempt is in flight
+            status, doubt = "unknown", before
         elif do is Do.RETRY:
             w.now += BACKOFF
         elif do is Do.RETRY_AFTER_DOUBT:

@@ -48,6 +48,9 @@ CASES = [
     (C, End.NOT_STARTED, Facts(), Do.RETRY),
     (C, End.NOT_STARTED, Facts(retries_left=False), Do.FAIL),
     (C, End.NOT_STARTED, Facts(retries_left=False, earlier_doubt=True), Do.SETTLE),
+    # an abort stopped the call at its progress report: undone at once, never called again
+    (C, End.CANCELLED, Facts(), Do.UNKNOWN),
+    (C, End.CANCELLED, Facts(retries_left=True, repeatable=True), Do.UNKNOWN),
     (R, Found.FOUND, Facts(), Do.SUCCEED),
     (R, Found.NOT_FOUND, Facts(), Do.CONTINUE),
     (R, Found.CANNOT_TELL, Facts(), Do.CONTINUE),

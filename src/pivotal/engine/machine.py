@@ -40,6 +40,7 @@ class End(StrEnum):
     ABANDONED = "abandoned"  # its bound passed: it may still be running, and land
     INTERRUPTED = "interrupted"  # a pass ended during the call: found started on resume
     NOT_STARTED = "not_started"  # its ``not_after`` passed before it could start: not called
+    CANCELLED = "cancelled"  # stopped at its progress report (an abort): nothing left in flight
 
 
 class Found(StrEnum):
@@ -157,6 +158,14 @@ def _rows() -> tuple[Row, ...]:
         ),
         Row(C, End.ABORT, ("!earlier_doubt",), Do.FAIL, "aborted before any effect"),
         Row(C, End.ABORT, ("earlier_doubt",), Do.SETTLE, "aborted; an earlier attempt may land"),
+        Row(
+            C,
+            End.CANCELLED,
+            (),
+            Do.UNKNOWN,
+            "the saga was aborted and the call stopped at its progress report: what it did "
+            "is undone by its key at once (nothing of it is in flight); never called again",
+        ),
     ]
     for end in _MAY_HAVE_LANDED:
         if end is not End.UNKNOWN:

@@ -233,6 +233,12 @@ _UNTOLD_ON_RESUME = (
 )
 
 
+class Cancelled(Exception):
+    """Raised into an action at its progress report: the saga was aborted meanwhile. An
+    action that reports progress has nothing in flight at its reports (what it called
+    before returned), so it may stop there."""
+
+
 class Suspended(Exception):
     """The pass ended early: a retry is not due yet, or the worker is stopping."""
 
@@ -482,6 +488,21 @@ class SagaRun:
             raise
         except StoreError as exc:
             log.warning("progress of saga %s step %d dropped: %s", self.state.saga_id, index, exc)
+        if not record.get("undo"):
+            await self._unless_aborted(index)
+
+    async def _unless_aborted(self, index: int) -> None:
+        """At a progress report of a compensable step's action: ``Cancelled`` when the saga
+        was aborted meanwhile (it compensates in the ledger), so the call stops there
+        rather than run to its end; its undo follows at once."""
+        if self.state.steps[index].kind != StepKind.COMPENSABLE.value:
+            return
+        try:
+            stored = await self.store.load(self.state.saga_id)
+        except StoreError:
+            return  # not known: the call goes on
+        if stored is not None and stored.state.status is SagaStatus.COMPENSATING:
+            raise Cancelled(f"the saga was aborted: {stored.state.reason}")
 
     def _call(self, ctx: StepContext, *, undo: bool = False) -> Call:
         return Call(
@@ -985,6 +1006,9 @@ class SagaRun:
         do = decide(Phase.CALLED, end, replace(facts, can_land=_open(doubt, self.clock.now()))).do
         if do is Do.FAIL:
             await self._fail(index, attempt, error, _FAILED_AS[end])
+            return True
+        if do is Do.UNKNOWN:  # stopped at a report: only earlier attempts may still land
+            await self._unknown(index, attempt, error, doubt=before)
             return True
         if do in (Do.RETRY, Do.RETRY_AFTER_DOUBT):
             not_before = doubt if do is Do.RETRY_AFTER_DOUBT else None
@@ -1511,6 +1535,8 @@ _FAILED_AS = {End.NO_EFFECT: "permanent", End.ABORT: "abort", End.NOT_STARTED: "
 def _end_of(exc: BaseException, outcome: Outcome) -> End:
     if isinstance(exc, Abandoned):
         return End.ABANDONED
+    if isinstance(exc, Cancelled):
+        return End.CANCELLED
     return {
         Outcome.TRANSIENT: End.TRANSIENT,
         Outcome.PERMANENT: End.NO_EFFECT,
