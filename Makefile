@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo serve test chaos-soak chaos-sigstop lint bench bench-peers clean
+.PHONY: demo serve test chaos-soak chaos-sigstop explore lint bench bench-peers clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ chaos-soak: $(VENV)/.installed
 	PIVOTAL_CHAOS_SOAK=1 $(BIN)/pytest -p no:randomly \
 		tests/chaos/test_in_process.py::test_random_crash_and_fault_schedules \
 		tests/chaos/test_in_process.py::test_random_crash_and_fault_schedules_on_postgres
+
+# The saga machine explored deeper than the suite does: longer retry budgets for one step,
+# more moves of two processes sharing a saga (a few minutes).
+explore: $(VENV)/.installed
+	PIVOTAL_EXPLORE=full $(BIN)/pytest -p no:randomly -s tests/unit/test_machine_explore.py \
+		tests/unit/test_machine_leases.py
 
 # A real SIGSTOP at every site of the scenarios the suite leaves out (about 12 minutes).
 chaos-sigstop: $(VENV)/.installed

@@ -12,12 +12,15 @@ ends. A failure prints the parameters and the schedule of choices that reached i
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from pivotal.engine.machine import Do, End, Facts, Found, Phase, Tick, decide, may_start
 
 LIMIT, GRACE, BACKOFF = 10.0, 5.0, 1.0
+# retry budgets explored; PIVOTAL_EXPLORE=full adds longer ones (a minute or more)
+ATTEMPTS = (1, 2, 3, 4) if os.environ.get("PIVOTAL_EXPLORE") == "full" else (1, 2, 3)
 _MAY_HAVE_LANDED = {End.TRANSIENT, End.UNKNOWN, End.ABANDONED, End.INTERRUPTED}
 _WANTS_RETRY = {End.TRANSIENT, End.ABANDONED, End.INTERRUPTED, End.NOT_STARTED}
 
@@ -241,7 +244,7 @@ def _params() -> list[Params]:
         (True, False),
         (0.0, 3.0),
         (False, True),
-        (1, 2, 3),
+        ATTEMPTS,
     ):
         if rbu and (kind != "compensable" or not repeatable):
             continue  # not declarable
