@@ -438,3 +438,69 @@ async def test_a_quick_resume_of_a_pivot_in_doubt_calls_it_only_once_it_cannot_l
 
 async def _nothing() -> None:
     return None
+
+
+async def test_a_lookup_lagging_past_what_it_declared_still_has_the_undo_called(
+    store: Store, clock: FakeClock
+) -> None:
+    """A lookup that declared no lag answers "not found" for a charge that exists. Before,
+    that one answer marked the step failed and its undo was skipped: the charge stayed.
+    The undo by its key treats "not found" as done, so calling it costs nothing."""
+    provider = Provider(clock, lag=1000.0)  # far past the call's window
+    catalogue = Catalogue("doubt")
+
+    async def refund(args: Item, result: Any, ctx: StepContext) -> str:
+        return provider.undo(ctx.action_key)
+
+    async def find(args: Item, ctx: StepContext) -> dict[str, Any] | None:
+        return provider.find(ctx.key)
+
+    @catalogue.compensable(undo=refund, lookup=find, retry=ONCE, repeatable=False)
+    async def charge(args: Item, ctx: StepContext) -> dict[str, Any]:
+        await provider.apply(ctx.key)
+        raise RuntimeError("the client crashed reading the reply")
+
+    @catalogue.pivot(retry=ONCE)
+    async def refuse(args: Item, ctx: StepContext) -> None:
+        raise Permanent("declined")
+
+    state = await orch(store, catalogue, clock, "p").execute(plan("charge", "refuse"), saga_id="s")
+
+    assert state.status is SagaStatus.COMPENSATED
+    assert state.steps[0].status is not StepStatus.FAILED
+    assert not provider.in_place("s:0"), "the charge was left in place"
+
+
+async def test_an_undo_waits_for_a_settling_repeat_that_was_itself_cut_off(
+    store: Store, clock: FakeClock
+) -> None:
+    """A step that opts in to a settling repeat before its undo: when that repeat is cut off
+    by its bound too, the undo waits until the repeat cannot land. Before, the undo was
+    called at once, answered "nothing to undo", and the repeat landed after it."""
+    provider = Provider(clock)
+    catalogue = Catalogue("doubt", default_timeout=0.05, doubt_grace=10)
+    undo_at: list[float] = []
+
+    async def refund(args: Item, result: Any, ctx: StepContext) -> str:
+        undo_at.append(clock.now())
+        return provider.undo(ctx.action_key)
+
+    @catalogue.compensable(undo=refund, retry=ONCE, repeat_before_undo=True)
+    async def charge(args: Item, ctx: StepContext) -> dict[str, Any]:
+        return await provider.apply(ctx.key)
+
+    @catalogue.pivot(retry=ONCE)
+    async def refuse(args: Item, ctx: StepContext) -> None:
+        raise Permanent("declined")
+
+    provider.hold("s:0")  # the call, and its settling repeat, hang past their bounds
+    state = await orch(store, catalogue, clock, "p").execute(plan("charge", "refuse"), saga_id="s")
+
+    events = await store.events("s")
+    started = [e for e in events if e.type is EventType.STEP_STARTED and e.step == 0]
+    assert len(started) == 2  # the call and its settling repeat
+    assert undo_at, "the undo was never called"
+    assert undo_at[0] >= started[1].data["deadline"]  # not while the repeat could land
+    provider.release("s:0")
+    await asyncio.sleep(0)
+    assert state.status is SagaStatus.COMPENSATED
