@@ -11,12 +11,15 @@ import pytest
 from pivotal.engine.machine import (
     IMPOSSIBLE,
     TABLE,
+    Approval,
     Do,
     End,
     Facts,
     Found,
     Impossible,
+    Outcome,
     Phase,
+    Seen,
     Tick,
     check_table,
     decide,
@@ -25,6 +28,7 @@ from pivotal.engine.machine import (
 )
 
 C, R, S, U, G = Phase.CALLED, Phase.RESUMED, Phase.SETTLED, Phase.UNDOING, Phase.UNDO_GATE
+P, A = Phase.UNIT_ENDED, Phase.GATE
 
 # (phase, observation, facts, decision): the rules the reviews found broken, as rows
 CASES = [
@@ -78,11 +82,27 @@ CASES = [
     (G, Tick.NOW, Facts(can_land=True), Do.WAIT),
     (G, Tick.NOW, Facts(undo_can_land=True), Do.WAIT),
     (G, Tick.NOW, Facts(), Do.GO),
+    # a step of the unit did not succeed
+    (P, Outcome.FAILED, Facts(), Do.COMPENSATE),
+    (P, Outcome.FAILED, Facts(passed_pivot=True), Do.NEEDS_HUMAN),
+    (P, Outcome.UNKNOWN, Facts(), Do.COMPENSATE),
+    (P, Outcome.UNKNOWN, Facts(is_pivot=True), Do.NEEDS_HUMAN),
+    (P, Outcome.UNKNOWN, Facts(passed_pivot=True), Do.NEEDS_HUMAN),
+    # the gated step is next
+    (A, Approval.NONE, Facts(), Do.GO),
+    (A, Approval.NONE, Facts(needed=True), Do.ASK),
+    (A, Approval.PENDING, Facts(), Do.WAIT_FOR_PERSON),
+    (A, Approval.PENDING, Facts(expired=True), Do.EXPIRE),
+    (A, Approval.APPROVED, Facts(), Do.GO),
+    # an approval that ran out while the plan was re-checked is not acted on
+    (A, Approval.APPROVED, Facts(expired=True), Do.EXPIRE),
+    (A, Approval.REJECTED, Facts(), Do.STOP),
+    (A, Approval.EXPIRED, Facts(expired=True), Do.STOP),
 ]
 
 
 @pytest.mark.parametrize(("phase", "seen", "facts", "want"), CASES)
-def test_each_row(phase: Phase, seen: End | Found | Tick, facts: Facts, want: Do) -> None:
+def test_each_row(phase: Phase, seen: Seen, facts: Facts, want: Do) -> None:
     assert decide(phase, seen, facts).do is want
 
 
@@ -112,7 +132,7 @@ def test_every_declared_pair_answers_every_set_of_facts() -> None:
 
 def test_every_other_pair_is_impossible() -> None:
     declared = {(row.phase, row.seen) for row in TABLE}
-    everything = {(p, s) for p in Phase for s in (*End, *Found, *Tick)}
+    everything = {(p, s) for p in Phase for s in (*End, *Found, *Tick, *Outcome, *Approval)}
     assert declared | IMPOSSIBLE == everything
     assert not declared & IMPOSSIBLE
     for phase, seen in IMPOSSIBLE:

@@ -20,13 +20,15 @@ from enum import StrEnum
 
 
 class Phase(StrEnum):
-    """Where the step is when something is observed."""
+    """Where a step, or its saga, is when something is observed."""
 
     CALLED = "called"  # a call of its action ended (or was found interrupted)
     RESUMED = "resumed"  # a new pass found an attempt without an outcome; its lookup answered
     SETTLED = "settled"  # no attempt can land any more and the lookup's lag passed: it answered
     UNDOING = "undoing"  # compensation reached a step whose outcome is not known
     UNDO_GATE = "undo_gate"  # an undo is about to be called
+    UNIT_ENDED = "unit_ended"  # a step of the unit ended failed, or with its outcome unknown
+    GATE = "gate"  # the unit is the one a person's approval gates; its approval as it stands
 
 
 class End(StrEnum):
@@ -58,7 +60,24 @@ class Tick(StrEnum):
     NOW = "now"
 
 
-Seen = End | Found | Tick
+class Outcome(StrEnum):
+    """How a step of a unit ended, when it did not succeed."""
+
+    FAILED = "failed"  # it took no effect
+    UNKNOWN = "unknown"  # it may have taken effect
+
+
+class Approval(StrEnum):
+    """The approval of the step a person's decision gates, as the ledger has it."""
+
+    NONE = "none"  # never asked
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+
+
+Seen = End | Found | Tick | Outcome | Approval
 
 
 class Do(StrEnum):
@@ -76,7 +95,13 @@ class Do(StrEnum):
     UNDO = "undo"  # record the found result, then undo with it
     UNDO_BY_KEY = "undo_by_key"  # undo without a result: the undo finds the effect by key
     REPEAT = "repeat"  # call the action once more with its key, to give the undo its result
-    GO = "go"  # call the undo
+    GO = "go"  # call the undo; or run the gated step
+    NEEDS_HUMAN = "needs_human"  # stop the saga for a person, with the reason
+    COMPENSATE = "compensate"  # begin compensation, with the reason
+    ASK = "ask"  # record the approval request: the saga waits for a person
+    WAIT_FOR_PERSON = "wait_for_person"  # the pass ends; the decision resumes it
+    EXPIRE = "expire"  # record the approval expired and begin compensation
+    STOP = "stop"  # nothing to run: the saga is compensating already
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +118,10 @@ class Facts:
     undo_can_land: bool = False  # an attempt of the undo may still land
     repeat_before_undo: bool = False  # the step opts in to a settling repeat before its undo
     repeated: bool = False  # that repeat was made already (at most one)
+    passed_pivot: bool = False  # the point of no return took effect
+    is_pivot: bool = False  # the step is the point of no return
+    needed: bool = False  # the approval policy asks a person (a failing policy does too)
+    expired: bool = False  # the approval's expiry has passed on the ledger's clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +268,37 @@ def _rows() -> tuple[Row, ...]:
                 "found as done",
             ),
         ]
+    P, A = Phase.UNIT_ENDED, Phase.GATE
+    rows += [
+        # -- a step of the unit did not succeed: the saga's way on -------------------------
+        Row(P, Outcome.FAILED, ("passed_pivot",), Do.NEEDS_HUMAN, "nothing is undone past it"),
+        Row(P, Outcome.FAILED, (), Do.COMPENSATE, "it took no effect: undo what did"),
+        Row(P, Outcome.UNKNOWN, ("passed_pivot",), Do.NEEDS_HUMAN, "nothing is undone past it"),
+        Row(
+            P,
+            Outcome.UNKNOWN,
+            ("is_pivot",),
+            Do.NEEDS_HUMAN,
+            "the point of no return may have taken effect: never compensated on a guess",
+        ),
+        Row(P, Outcome.UNKNOWN, (), Do.COMPENSATE, "undo it (by key) and what came before"),
+        # -- the step a person's approval gates is next -----------------------------------
+        Row(A, Approval.NONE, ("needed",), Do.ASK, "ask a person; the saga waits"),
+        Row(A, Approval.NONE, (), Do.GO, "no approval is needed"),
+        Row(A, Approval.PENDING, ("expired",), Do.EXPIRE, "nobody decided in time"),
+        Row(A, Approval.PENDING, (), Do.WAIT_FOR_PERSON, "a person has not decided yet"),
+        Row(
+            A,
+            Approval.APPROVED,
+            ("expired",),
+            Do.EXPIRE,
+            "approved, but its time ran out before the step could begin (checked again "
+            "right before it, after the plan's re-check)",
+        ),
+        Row(A, Approval.APPROVED, (), Do.GO, "approved in time"),
+        Row(A, Approval.REJECTED, (), Do.STOP, "rejected: compensation already began"),
+        Row(A, Approval.EXPIRED, (), Do.STOP, "expired: compensation already began"),
+    ]
     rows += [
         # -- an undo is about to be called (compensation, or a dead letter's retry) ---------
         Row(G, Tick.NOW, ("can_land",), Do.WAIT, "the action may still land: undo after it"),
@@ -257,7 +317,7 @@ for _row in TABLE:
 IMPOSSIBLE: frozenset[tuple[Phase, Seen]] = frozenset(
     (phase, seen)
     for phase in Phase
-    for seen in (*End, *Found, *Tick)
+    for seen in (*End, *Found, *Tick, *Outcome, *Approval)
     if (phase, seen) not in _BY_KEY
 )
 
