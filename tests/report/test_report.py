@@ -41,7 +41,7 @@ async def test_sagas_of_the_period_are_grouped_by_cause(reviewed: Ledger) -> Non
         "charge_payment: permanent": ["declined-2", "declined"],
         "capture_payment: approval expired": ["expired"],
         "capture_payment: approval rejected": ["rejected"],
-        "create_shipment: exhausted after the point of no return": ["stuck"],
+        "create_shipment: unknown after the point of no return": ["stuck"],
         "poison": ["poison"],
         "undo dead-lettered: reserve_stock": ["undo-failed"],
     }
@@ -52,7 +52,7 @@ async def test_sagas_of_the_period_are_grouped_by_cause(reviewed: Ledger) -> Non
     assert report.truncated_lists == []
     kinds = {g.cause.label: g.cause.kind for g in report.causes}
     assert kinds["poison"] is CauseKind.POISON
-    assert kinds["create_shipment: exhausted after the point of no return"] is (
+    assert kinds["create_shipment: unknown after the point of no return"] is (
         CauseKind.FAILED_AFTER_POINT_OF_NO_RETURN
     )
     declined = report.causes[0]

@@ -62,7 +62,7 @@ def test_the_text_report_shows_causes_sagas_provenance_and_the_planner(
         "charge_payment: permanent: 2 sagas",
         "capture_payment: approval rejected: 1 saga",
         "capture_payment: approval expired: 1 saga",
-        "create_shipment: exhausted after the point of no return: 1 saga",
+        "create_shipment: unknown after the point of no return: 1 saga",
         "poison: 1 saga",
         "undo dead-lettered: reserve_stock: 1 saga",
     ):
