@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from pydantic import BaseModel
-from pydantic_core import to_jsonable_python
 
 from pivotal.catalogue import (
     Catalogue,
@@ -27,6 +26,7 @@ from pivotal.catalogue import (
 )
 from pivotal.clock import Clock
 from pivotal.engine.machine import Do, End, Facts, Found, Phase, Tick, decide, may_start
+from pivotal.engine.values import _note, _outcome_name, describe, describe_value, jsonable
 from pivotal.errors import LeaseLost, StoreError, VersionConflict
 from pivotal.holds import cover, expiry_cause, lapsed_since, moment
 from pivotal.hooks import Hook, Point
@@ -51,6 +51,21 @@ from pivotal.store.base import Store
 from pivotal.telemetry import Call, Observers, Telemetry
 from pivotal.tracebacks import from_exception
 from pivotal.validation import Checked, FactSource, Recheck, recheck_bounded
+
+__all__ = [
+    "Abandoned",
+    "AlreadyCreated",
+    "Cancelled",
+    "Creation",
+    "RunOptions",
+    "SagaRun",
+    "Suspended",
+    "describe",
+    "gate_of",
+    "jsonable",
+    "point_of_no_return",
+]
+
 
 log = logging.getLogger("pivotal.engine")
 
@@ -102,31 +117,6 @@ _OBSERVED = frozenset(
         EventType.UNDO_PARTIAL,
     }
 )
-_NOTE_LIMIT = 2000
-
-
-def describe(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception:  # a user exception whose __str__ raises
-        text = ""
-    text = text if len(text) <= _NOTE_LIMIT else text[:_NOTE_LIMIT] + "..."
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def jsonable(value: Any) -> Any:
-    """A result as JSON-able data; what cannot be converted is kept as its text."""
-    try:
-        return to_jsonable_python(value, fallback=str)
-    except Exception:
-        return {"unserialisable": describe_value(value)}
-
-
-def describe_value(value: Any) -> str:
-    try:
-        return repr(value)[:_NOTE_LIMIT]
-    except Exception:
-        return type(value).__name__
 
 
 def point_of_no_return(state: SagaState) -> int | None:
@@ -1507,22 +1497,12 @@ def _with_partial_undos(reason: str | None, state: SagaState) -> str | None:
     return f"{reason}; undone only in part: {names}"
 
 
-def _outcome_name(exc: BaseException, outcome: Outcome) -> str:
-    return "timeout" if isinstance(exc, TimeoutError) else outcome.value
-
-
 def _fatal(task: asyncio.Future[None]) -> bool:
     """A member that ended the pass: crashed, lost its lease or failed a write."""
     if task.cancelled():
         return False
     error = task.exception()
     return error is not None and not isinstance(error, Suspended)
-
-
-def _note(note: object) -> str:
-    """What an undo reported doing, as bounded text."""
-    text = str.__str__(note) if isinstance(note, str) else describe_value(note)
-    return text if len(text) <= _NOTE_LIMIT else text[:_NOTE_LIMIT] + "..."
 
 
 # how a call that ended can still take effect: whoever cut it short, it may land until its
