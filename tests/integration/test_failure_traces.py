@@ -123,7 +123,8 @@ async def test_a_succeeding_saga_records_no_trace_and_builds_none(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     built: list[BaseException] = []
-    monkeypatch.setattr("pivotal.engine.run.from_exception", built.append)
+    for calling in ("pivotal.engine.forward", "pivotal.engine.backward"):  # an action, an undo
+        monkeypatch.setattr(f"{calling}.from_exception", built.append)
     orch = make_orchestrator(shop({"flaky": 2}))  # flaky succeeds at once
 
     state = await orch.execute(plan("flaky", "hold"), saga_id="ok")
