@@ -722,6 +722,9 @@ class Orchestrator:
                 steps=again,
                 # their attempts may have taken effect: a fresh budget proves nothing
                 doubted=[i for i in again if before.steps[i].status is StepStatus.UNKNOWN],
+                # and a call that may still be running is not called again before its
+                # window ends, however soon the person resumed
+                running=[i for i in again if _may_be_running(events[:last], i)],
             )
         )
         if not run:
@@ -844,3 +847,18 @@ def _rollout_run(
         batch_id=ROLLOUT_BATCH,
         created_at=at,
     )
+
+
+def _may_be_running(events: list[Event], index: int) -> bool:
+    """Whether the last call of step ``index`` may still be running: the event that recorded
+    its end says so (``running``); one that does not say is taken to (an older ledger)."""
+    for e in reversed(events):
+        if e.step != index:
+            continue
+        if e.type in (EventType.STEP_UNKNOWN, EventType.STEP_RETRY_SCHEDULED):
+            return bool(e.data.get("running", True))
+        if e.type in (EventType.STEP_FAILED, EventType.STEP_SUCCEEDED):
+            return False
+        if e.type is EventType.STEP_STARTED:
+            return True  # interrupted mid-call
+    return False

@@ -461,17 +461,22 @@ def _changes(s: SagaState, event: Event) -> dict[str, Any]:
         # Steps named in the event may have taken effect: they are tried again with their
         # own keys and a fresh retry budget, due now. Those in doubt stay in doubt: a fresh
         # budget is no proof that the earlier attempts took no effect.
+        # A call that may still be running is not called again before its window ends.
         steps = list(s.steps)
         doubted = set(d.get("doubted", ()))
+        running = set(d.get("running", ()))
         for i in d.get("steps", ()):
             doubt = steps[i].doubt_until
             if i in doubted and doubt is None:
                 doubt = event.at
+            due = event.at
+            if i in running and doubt is not None:
+                due = max(due, doubt)
             steps[i] = replace(
                 steps[i],
                 status=StepStatus.RETRY_WAIT,
                 attempts=0,
-                next_attempt_at=event.at,
+                next_attempt_at=due,
                 doubt_until=doubt,
             )
         resumed = SagaStatus(d["status"])

@@ -69,14 +69,10 @@ class Forward(Calls):
                 # a repeat could make the effect twice, so only a lookup may settle it
                 await self._unknown(index, 0, _UNTOLD_ON_RESUME, doubt=rec.doubt_until)
                 return
-        if rec.status is StepStatus.STARTED or (
-            resumed and _open(rec.doubt_until, self.clock.now())
-        ):
-            # how an earlier attempt ended is not known: as one interrupted mid-call, it is
-            # not called again before it cannot land (a person's quick resume included)
+        if rec.status is StepStatus.STARTED:
+            # how the attempt ended is not known: it is not called again before it cannot
+            # land (a person's resume is scheduled the same way: ``SAGA_RESUMED``)
             error = f"attempt {rec.attempts} was interrupted before its outcome was recorded"
-            if rec.status is not StepStatus.STARTED:
-                error = f"resumed in doubt: {rec.error or 'its outcome is unknown'}"
             if await self._after_call(index, rec.attempts, End.INTERRUPTED, error, None):
                 return
         while True:
@@ -176,7 +172,7 @@ class Forward(Calls):
             await self._fail(index, attempt, error, _FAILED_AS[end])
             return True
         if do is Do.UNKNOWN:  # stopped at a report: only earlier attempts may still land
-            await self._unknown(index, attempt, error, doubt=before)
+            await self._unknown(index, attempt, error, doubt=before, end=end)
             return True
         if do in (Do.RETRY, Do.RETRY_AFTER_DOUBT):
             not_before = doubt if do is Do.RETRY_AFTER_DOUBT else None
@@ -188,13 +184,14 @@ class Forward(Calls):
                 step.policy,
                 doubt=doubt,
                 not_before=not_before,
+                end=end,
             )
             return False
         facts = replace(facts, earlier_doubt=doubt is not None)
-        return await self._settle_doubt(index, attempt, error, facts, doubt)
+        return await self._settle_doubt(index, attempt, error, facts, doubt, end)
 
     async def _doubt_wait(
-        self, index: int, attempt: int, error: str, at: float, doubt: float | None
+        self, index: int, attempt: int, error: str, at: float, doubt: float | None, end: End
     ) -> None:
         """Record that the step waits, in doubt until ``doubt``, for its lookup at ``at``."""
         await self.emit(
@@ -205,6 +202,7 @@ class Forward(Calls):
                 error=f"{error}; it may still take effect until {(doubt or at):.3f}",
                 next_attempt_at=at,
                 doubt_until=doubt,
+                running=end in _RUNNING,
             )
         )
 
@@ -224,11 +222,21 @@ class Forward(Calls):
         )
 
     async def _unknown(
-        self, index: int, attempt: int, error: str, *, doubt: float | None = None
+        self,
+        index: int,
+        attempt: int,
+        error: str,
+        *,
+        doubt: float | None = None,
+        end: End | None = None,
     ) -> None:
-        """The outcome is not known; ``doubt``: until when an attempt may still land."""
+        """The outcome is not known; ``doubt``: until when an attempt may still land;
+        ``end``: how the last call ended, when one did (see ``_RUNNING``)."""
+        extra = {} if end is None else {"running": end in _RUNNING}
         await self.emit(
-            self.event(EventType.STEP_UNKNOWN, index, attempt, error=error, doubt_until=doubt)
+            self.event(
+                EventType.STEP_UNKNOWN, index, attempt, error=error, doubt_until=doubt, **extra
+            )
         )
 
     async def _succeed(
@@ -270,18 +278,29 @@ class Forward(Calls):
         *,
         doubt: float | None = None,
         not_before: float | None = None,
+        end: End | None = None,
     ) -> None:
         """Schedule the next attempt after backoff, and never before ``not_before``;
-        ``doubt``: until when an earlier attempt may land."""
+        ``doubt``: until when an earlier attempt may land; ``end``: how the call ended (see
+        ``_RUNNING``)."""
         at = self.clock.now() + policy.delay(attempt, self.rng)
         if not_before is not None:
             at = max(at, not_before)
+        extra = {} if end is None else {"running": end in _RUNNING}
         await self.emit(
-            self.event(type, index, attempt, error=error, next_attempt_at=at, doubt_until=doubt)
+            self.event(
+                type, index, attempt, error=error, next_attempt_at=at, doubt_until=doubt, **extra
+            )
         )
 
     async def _settle_doubt(
-        self, index: int, attempt: int, error: str, facts: Facts, doubt: float | None
+        self,
+        index: int,
+        attempt: int,
+        error: str,
+        facts: Facts,
+        doubt: float | None,
+        end: End = End.INTERRUPTED,
     ) -> bool:
         """An attempt may have taken effect (``doubt``: until when one may land): once none
         can and the lookup's ``lookup_lag`` has passed, its lookup settles it, as the
@@ -303,7 +322,7 @@ class Forward(Calls):
         elif found is Found.NOT_FOUND and ready > now:
             if ready - now > self.options.max_inline_wait or self.options.should_stop():
                 if facts.wants_retry and facts.retries_left:
-                    await self._doubt_wait(index, attempt, error, ready, doubt)
+                    await self._doubt_wait(index, attempt, error, ready, doubt, end)
                     return False
                 found = Found.CANNOT_TELL  # it may still land, or the lookup not yet see it
             else:
@@ -326,18 +345,23 @@ class Forward(Calls):
                     error=f"{error} (lookup found no effect: called again)",
                     next_attempt_at=self.clock.now(),
                     doubt_until=doubt,  # kept: a lagging lookup is survived by undos
+                    running=False,  # nothing of it can land any more
                 )
             )
             return False
         else:
             told = "lookup found no effect" if found is Found.NOT_FOUND else "outcome unknown"
-            await self._unknown(index, attempt, f"{error} ({tried}; {told})", doubt=doubt)
+            await self._unknown(index, attempt, f"{error} ({tried}; {told})", doubt=doubt, end=end)
         return True
 
 
 # how a call that ended can still take effect: whoever cut it short, it may land until its
 # deadline; only a call that provably took no effect (or never began) cannot
 _MAY_HAVE_LANDED = frozenset({End.TRANSIENT, End.UNKNOWN, End.ABANDONED, End.INTERRUPTED})
+# the ends after which the call itself may still be running (cut off by its bound, or its
+# pass ended mid-call): recorded as ``running`` on the event that follows, so that a
+# person's resume does not call the step again before it cannot land (``SAGA_RESUMED``)
+_RUNNING = frozenset({End.ABANDONED, End.INTERRUPTED})
 _WANTS_RETRY = frozenset({End.TRANSIENT, End.ABANDONED, End.INTERRUPTED, End.NOT_STARTED})
 _FAILED_AS = {End.NO_EFFECT: "permanent", End.ABORT: "abort", End.NOT_STARTED: "not_started"}
 
