@@ -7,6 +7,7 @@ from collections.abc import Collection
 
 from pivotal.catalogue import StepKind
 from pivotal.engine.journal import Journal
+from pivotal.engine.machine import Approval, Do, Facts, Phase, decide
 from pivotal.engine.values import describe, describe_value
 from pivotal.holds import cover, expiry_cause, moment
 from pivotal.identity import identity_of
@@ -50,10 +51,16 @@ class Gates(Journal):
         if index != gate_of(self.state, before) or rec.status is not StepStatus.PENDING:
             return True
         approval, now = self.state.approval, self.clock.now()
-        if approval is None:
-            need = await self._approval_needed(index)
-            if need is None:
-                return True
+        need = await self._approval_needed(index) if approval is None else None
+        seen = Approval.NONE if approval is None else Approval(approval.status.value)
+        facts = Facts(
+            needed=need is not None,
+            expired=approval is not None and now >= approval.expires_at,
+        )
+        do = decide(Phase.GATE, seen, facts).do
+        if do is Do.GO:
+            return True
+        if do is Do.ASK and need is not None:
             expires_at, reason = now + need.expires_in, need.reason
             bound = cover(self.state, self.catalogue, index)
             if bound is not None and bound.begin_by < expires_at:
@@ -72,20 +79,16 @@ class Gates(Journal):
                     required=need.approvers,
                 )
             )
-            return False
-        if approval.status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED):
-            if now >= approval.expires_at:
-                await self.emit(
-                    self.event(EventType.APPROVAL_EXPIRED, step=index),
-                    self.event(
-                        EventType.COMPENSATION_STARTED,
-                        reason=f"approval for {rec.name} expired before the step ran"
-                        + expiry_cause(self.state, self.catalogue),
-                    ),
-                )
-                return False
-            return approval.status is ApprovalStatus.APPROVED
-        return False  # rejected or expired: compensation already started
+        elif do is Do.EXPIRE:
+            await self.emit(
+                self.event(EventType.APPROVAL_EXPIRED, step=index),
+                self.event(
+                    EventType.COMPENSATION_STARTED,
+                    reason=f"approval for {rec.name} expired before the step ran"
+                    + expiry_cause(self.state, self.catalogue),
+                ),
+            )
+        return False  # asked, waiting for a person, expired, or compensating already
 
     async def _still_holds(self, unit: list[int]) -> bool:
         """Validate the whole plan again against fresh facts (as submission did) before a

@@ -13,6 +13,7 @@ from pivotal.engine.backward import Backward
 from pivotal.engine.calls import Abandoned, Cancelled
 from pivotal.engine.gates import Gates, gate_of, point_of_no_return
 from pivotal.engine.journal import AlreadyCreated, Creation, RunOptions, Suspended
+from pivotal.engine.machine import Do, Facts, Outcome, Phase, decide
 from pivotal.engine.values import describe, jsonable
 from pivotal.errors import VersionConflict
 from pivotal.hooks import Point
@@ -145,12 +146,16 @@ class SagaRun(Backward, Gates):
             return
         r = bad[0]
         pnr = point_of_no_return(self.state)
-        passed = pnr is not None and self.state.steps[pnr].status is StepStatus.SUCCEEDED
-        if passed:
-            reason = f"{r.name} (step {r.index}) failed after the point of no return: {r.error}"
-            await self.emit(self.event(EventType.SAGA_NEEDS_HUMAN, reason=reason))
-        elif r.index == pnr and r.status is StepStatus.UNKNOWN:
-            reason = f"outcome of the point-of-no-return step {r.name} is unknown: {r.error}"
+        facts = Facts(
+            passed_pivot=pnr is not None and self.state.steps[pnr].status is StepStatus.SUCCEEDED,
+            is_pivot=r.index == pnr,
+        )
+        seen = Outcome.UNKNOWN if r.status is StepStatus.UNKNOWN else Outcome.FAILED
+        if decide(Phase.UNIT_ENDED, seen, facts).do is Do.NEEDS_HUMAN:
+            if facts.passed_pivot:
+                reason = f"{r.name} (step {r.index}) failed after the point of no return: {r.error}"
+            else:
+                reason = f"outcome of the point-of-no-return step {r.name} is unknown: {r.error}"
             await self.emit(self.event(EventType.SAGA_NEEDS_HUMAN, reason=reason))
         else:
             reason = f"{r.name} (step {r.index}) {r.status.value}: {r.error}"
