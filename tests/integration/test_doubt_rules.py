@@ -149,11 +149,11 @@ class Stall:
     """A hook that stalls the pass between the charge's intent and its call, for longer
     than the call may take (a paused process, well inside its lease)."""
 
-    def __init__(self, clock: FakeClock, seconds: float) -> None:
-        self.clock, self.seconds, self.done = clock, seconds, False
+    def __init__(self, clock: FakeClock, seconds: float, at: Point = Point.AFTER_INTENT) -> None:
+        self.clock, self.seconds, self.at, self.done = clock, seconds, at, False
 
     def __call__(self, point: Point, index: int) -> Awaitable[None] | None:
-        if point is Point.AFTER_INTENT and index == 0 and not self.done:
+        if point is self.at and index == 0 and not self.done:
             self.done = True
             self.clock.advance(self.seconds)
         return None
@@ -188,3 +188,34 @@ async def test_a_call_is_not_started_after_the_deadline_its_intent_recorded(
     [failed] = [e for e in events if e.type is EventType.STEP_FAILED]
     assert failed.data["outcome"] == "not_started"
     assert state.status is SagaStatus.COMPENSATED
+
+
+async def test_an_undo_is_not_started_after_the_deadline_its_intent_recorded(
+    store: Store, clock: FakeClock
+) -> None:
+    """The same rule for an undo: stalled past its deadline, it is not called then; its next
+    attempt is."""
+    undo_at: list[float] = []
+    catalogue = Catalogue("doubt", default_timeout=10, doubt_grace=5)
+
+    async def refund(args: Item, result: Any, ctx: StepContext) -> str:
+        undo_at.append(clock.now())
+        return "refunded"
+
+    @catalogue.compensable(undo=refund, retry=ONCE)
+    async def charge(args: Item, ctx: StepContext) -> dict[str, Any]:
+        return {"ok": True}
+
+    @catalogue.pivot(retry=ONCE)
+    async def refuse(args: Item, ctx: StepContext) -> None:
+        raise Permanent("declined")
+
+    o = orch(store, catalogue, clock, hook=Stall(clock, 11, Point.AFTER_UNDO_INTENT))
+    state = await o.execute(plan("charge", "refuse"), saga_id="s")
+
+    assert state.status is SagaStatus.COMPENSATED
+    events = await o.store.events("s")
+    starts = [e for e in events if e.type is EventType.UNDO_STARTED]
+    assert [e.attempt for e in starts] == [1, 2]
+    assert len(undo_at) == 1  # only the second attempt called it
+    assert undo_at[0] < starts[1].data["deadline"]

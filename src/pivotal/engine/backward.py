@@ -10,7 +10,7 @@ from typing import Any
 from pivotal.catalogue import NothingToUndo, Partial, StepKind
 from pivotal.engine.calls import Abandoned
 from pivotal.engine.forward import _MAY_HAVE_LANDED, Forward, _open
-from pivotal.engine.machine import Do, End, Facts, Phase, Tick, decide
+from pivotal.engine.machine import Do, End, Facts, Phase, Tick, decide, may_start
 from pivotal.engine.values import _note, _outcome_name, describe, jsonable
 from pivotal.holds import lapsed_since, moment
 from pivotal.hooks import Point
@@ -106,22 +106,7 @@ class Backward(Forward):
         attempt = self.state.steps[index].attempts + 1
         before = self.state.steps[index].doubt_until
         ctx = self.context(index, attempt)
-        await self._hook(Point.BEFORE_INTENT, index)
-        await self._fence()
-        not_after = self.clock.now() + self._limit(step)
-        await self.emit(
-            self.event(
-                EventType.STEP_STARTED,
-                index,
-                attempt,
-                key=ctx.key,
-                by=self.options.owner,
-                deadline=not_after + self.catalogue.doubt_grace,
-                settle=True,
-            )
-        )
-        await self._hook(Point.AFTER_INTENT, index)
-        await self._fence()
+        not_after = await self._intent(index, ctx, settle=True)
         end, result, error = await self._call_action(index, step, args, ctx, not_after)
         if end is End.RETURNED:
             await self._hook(Point.AFTER_EFFECT, index)
@@ -242,28 +227,19 @@ class Backward(Forward):
         if isinstance(args, str):
             return Outcome.PERMANENT, args, False  # nothing can be called: a person must look
         ctx = self.context(index, attempt, undo=True)
-        await self._hook(Point.BEFORE_UNDO_INTENT, index)
-        limit = self._limit(step)
-        await self._fence()
-        await self.emit(
-            self.event(
-                EventType.UNDO_STARTED,
-                index,
-                attempt,
-                key=ctx.key,
-                by=self.options.owner,
-                deadline=self.clock.now() + limit + self.catalogue.doubt_grace,
-            )
-        )
-        await self._hook(Point.AFTER_UNDO_INTENT, index)
-        await self._fence()
+        not_after = await self._intent(index, ctx, undo=True)
         call = self._call(ctx, undo=True)
         with self.telemetry.call(call):
             if call.traceparent != ctx.traceparent:
                 ctx = replace(ctx, traceparent=call.traceparent)
+            if not may_start(self.clock.now(), not_after):  # nothing was called
+                call.outcome = "not_started"
+                return Outcome.TRANSIENT, "its deadline passed before the undo could begin", False
             try:
                 result = self.state.steps[index].result
-                note = await self._bounded(step.undo(args, result, ctx), limit)
+                note = await self._bounded(
+                    step.undo(args, result, ctx), not_after - self.clock.now()
+                )
             except Exception as exc:
                 outcome = classify(exc, step.retry_on, step.no_effect_on)
                 call.outcome = _outcome_name(exc, outcome)

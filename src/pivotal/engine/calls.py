@@ -17,7 +17,7 @@ from pivotal.engine.values import jsonable
 from pivotal.errors import LeaseLost, StoreError
 from pivotal.hooks import Point
 from pivotal.progress import Reporter
-from pivotal.state import SagaStatus
+from pivotal.state import EventType, SagaStatus
 from pivotal.telemetry import Call
 
 log = logging.getLogger("pivotal.engine")
@@ -146,6 +146,31 @@ class Calls(Journal):
         if found is None:
             return Found.NOT_FOUND, None
         return Found.FOUND, jsonable(found)
+
+    async def _intent(
+        self, index: int, ctx: StepContext, *, undo: bool = False, settle: bool = False
+    ) -> float:
+        """Write the intent of the call ``ctx`` stands for, of the action or of its undo, and
+        return its ``not_after``: no call of this attempt starts later. The lease is checked
+        before the intent and again after it; the deadline recorded with the intent is
+        ``not_after`` plus the catalogue's ``doubt_grace``. Every call begins here."""
+        await self._hook(Point.BEFORE_UNDO_INTENT if undo else Point.BEFORE_INTENT, index)
+        await self._fence()
+        not_after = self.clock.now() + self._limit(self.step_of(index))
+        await self.emit(
+            self.event(
+                EventType.UNDO_STARTED if undo else EventType.STEP_STARTED,
+                index,
+                ctx.attempt,
+                key=ctx.key,
+                by=self.options.owner,
+                deadline=not_after + self.catalogue.doubt_grace,
+                **({"settle": True} if settle else {}),
+            )
+        )
+        await self._hook(Point.AFTER_UNDO_INTENT if undo else Point.AFTER_INTENT, index)
+        await self._fence()
+        return not_after
 
     async def _fence(self) -> None:
         """``LeaseLost`` unless the pass still holds its lease (see ``RunOptions``)."""

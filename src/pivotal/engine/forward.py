@@ -94,22 +94,7 @@ class Forward(Calls):
             ctx = self.context(index, attempt)
             if self.options.pause_before(index):
                 raise Suspended(f"paused before step {index}")
-            await self._hook(Point.BEFORE_INTENT, index)
-            limit = self._limit(step)
-            await self._fence()
-            not_after = self.clock.now() + limit  # no call of this attempt starts later
-            await self.emit(
-                self.event(
-                    EventType.STEP_STARTED,
-                    index,
-                    attempt,
-                    key=ctx.key,
-                    by=self.options.owner,
-                    deadline=not_after + self.catalogue.doubt_grace,
-                )
-            )
-            await self._hook(Point.AFTER_INTENT, index)
-            await self._fence()
+            not_after = await self._intent(index, ctx)
             end, result, error = await self._call_action(index, step, args, ctx, not_after)
             if end is End.RETURNED:
                 await self._hook(Point.AFTER_EFFECT, index)
