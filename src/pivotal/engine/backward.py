@@ -9,7 +9,7 @@ from typing import Any
 
 from pivotal.catalogue import NothingToUndo, Partial, StepKind
 from pivotal.engine.calls import Abandoned
-from pivotal.engine.forward import _MAY_HAVE_LANDED, Forward, _open
+from pivotal.engine.forward import _MAY_HAVE_LANDED, Forward, _open, _repeatable
 from pivotal.engine.machine import Do, End, Facts, Phase, Tick, decide, may_start
 from pivotal.engine.values import _note, _outcome_name, describe, jsonable
 from pivotal.holds import lapsed_since, moment
@@ -73,7 +73,7 @@ class Backward(Forward):
             return True  # its result is known, or its undo has begun: never act again
         step = self.step_of(index)
         facts = Facts(
-            repeatable=step.repeatable and step.retryable,
+            repeatable=_repeatable(step),
             can_land=_open(rec.doubt_until, self.clock.now()),
             repeat_before_undo=step.repeat_before_undo,
             repeated=rec.settle_attempt is not None,
