@@ -300,6 +300,23 @@ def test_every_provider_fault_at_every_call_of_every_scenario(
     assert runs == len(SCENARIOS) * len(PROVIDER_OPS) * len(FAULTS)
 
 
+@pytest.mark.timeout(1800)
+@pytest.mark.skipif(not SOAK, reason="the slow lane (make chaos-soak)")
+def test_every_pair_of_provider_faults_at_every_call_of_every_scenario(
+    request: pytest.FixtureRequest,
+) -> None:
+    """The slow lane's exhaustive schedules: every two faults in a row at the first two
+    calls of each action and undo of each scenario (8,910 runs on the real engine)."""
+    runs = 0
+    for scenario in SCENARIOS:
+        for op in PROVIDER_OPS:
+            for first in Fault:
+                for second in Fault:
+                    run_schedule((scenario, []), {op: [first, second]}, 0, request, "fault pairs")
+                    runs += 1
+    assert runs == len(SCENARIOS) * len(PROVIDER_OPS) * len(Fault) ** 2
+
+
 def test_a_dead_letter_retry_that_loses_its_lease_during_its_undo_is_swept_again(
     request: pytest.FixtureRequest,
 ) -> None:
