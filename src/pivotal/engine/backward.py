@@ -9,8 +9,8 @@ from typing import Any
 
 from pivotal.catalogue import NothingToUndo, Partial, StepKind
 from pivotal.engine.calls import Abandoned
-from pivotal.engine.forward import _MAY_HAVE_LANDED, Forward, _open, _repeatable
-from pivotal.engine.machine import Do, End, Facts, Phase, Tick, decide, may_start
+from pivotal.engine.forward import Forward, _open, _repeatable
+from pivotal.engine.machine import MAY_HAVE_LANDED, Do, End, Facts, Phase, Tick, decide, may_start
 from pivotal.engine.values import _note, _outcome_name, describe, jsonable
 from pivotal.holds import lapsed_since, moment
 from pivotal.hooks import Point
@@ -114,7 +114,7 @@ class Backward(Forward):
             return True
         # even a refusal proves nothing here (a provider may refuse a key it has applied):
         # the undo, by the key, looks for the effect itself, once the repeat cannot land
-        doubt = self.state.steps[index].doubt_until if end in _MAY_HAVE_LANDED else before
+        doubt = self.state.steps[index].doubt_until if end in MAY_HAVE_LANDED else before
         await self._unknown(index, attempt, f"settling forward: {error}", doubt=doubt)
         return True
 
@@ -173,12 +173,9 @@ class Backward(Forward):
     async def _undo_waits(self, index: int) -> bool:
         """True when the machine says no undo may be called now (an attempt of the action
         or of the undo may still land): the wait is recorded, and the loop waits for it."""
-        rec, now = self.state.steps[index], self.clock.now()
-        facts = Facts(
-            can_land=_open(rec.doubt_until, now), undo_can_land=_open(rec.undo_doubt_until, now)
-        )
-        if decide(Phase.UNDO_GATE, Tick.NOW, facts).do is not Do.WAIT:
+        if not self._undo_barred(index):
             return False
+        rec = self.state.steps[index]
         until = max(t for t in (rec.doubt_until, rec.undo_doubt_until) if t is not None)
         await self.emit(
             self.event(
@@ -191,6 +188,15 @@ class Backward(Forward):
             )
         )
         return True
+
+    def _undo_barred(self, index: int) -> bool:
+        """The machine's gate before any undo call (compensation, a dead letter's retry):
+        True while an attempt of the action, or of the undo, may still land."""
+        rec, now = self.state.steps[index], self.clock.now()
+        facts = Facts(
+            can_land=_open(rec.doubt_until, now), undo_can_land=_open(rec.undo_doubt_until, now)
+        )
+        return decide(Phase.UNDO_GATE, Tick.NOW, facts).do is Do.WAIT
 
     async def _lapsed(self, index: int) -> bool:
         """True when the step's effect is a hold that has certainly lapsed on its own: its
@@ -299,8 +305,7 @@ class Backward(Forward):
         if await self._lapsed(index):  # a parked release of a hold that has since lapsed
             await self._settle()
             return True
-        now = self.clock.now()
-        if _open(rec.undo_doubt_until, now) or _open(rec.doubt_until, now):
+        if self._undo_barred(index):
             return False  # an attempt of the undo or of the action may still land: not now
         before = rec.undo_doubt_until
         error = await self._undo_attempt(index, rec.undo_attempts + 1)

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from pivotal.catalogue import Step, StepContext, StepKind
 from pivotal.engine.calls import Abandoned, Calls, Cancelled
 from pivotal.engine.journal import Suspended
-from pivotal.engine.machine import Do, End, Facts, Found, Phase, decide, may_start
+from pivotal.engine.machine import MAY_HAVE_LANDED, Do, End, Facts, Found, Phase, decide, may_start
 from pivotal.engine.values import _outcome_name, describe, jsonable
 from pivotal.hooks import Point
 from pivotal.outbox import ANNOUNCE_FAILED, checked_announcements
@@ -149,7 +149,7 @@ class Forward(Calls):
         step = self.step_of(index)
         # whoever cut a call short (our bound, a client library's timeout, a lost pass), it
         # may land until its deadline; only a call that provably took no effect does not
-        landed = end in _MAY_HAVE_LANDED
+        landed = end in MAY_HAVE_LANDED
         doubt = self.state.steps[index].doubt_until if landed else before
         facts = self._facts_of(index, attempt, end, before)
         do = decide(Phase.CALLED, end, replace(facts, can_land=_open(doubt, self.clock.now()))).do
@@ -340,9 +340,6 @@ class Forward(Calls):
         return True
 
 
-# how a call that ended can still take effect: whoever cut it short, it may land until its
-# deadline; only a call that provably took no effect (or never began) cannot
-_MAY_HAVE_LANDED = frozenset({End.TRANSIENT, End.UNKNOWN, End.ABANDONED, End.INTERRUPTED})
 # the ends after which the call itself may still be running (cut off by its bound, or its
 # pass ended mid-call): recorded as ``running`` on the event that follows, so that a
 # person's resume does not call the step again before it cannot land (``SAGA_RESUMED``)

@@ -158,7 +158,10 @@ class Impossible(Exception):
     """The table has no transition for what was observed: a bug in the driver or the table."""
 
 
-_MAY_HAVE_LANDED = (End.TRANSIENT, End.UNKNOWN, End.ABANDONED, End.INTERRUPTED)
+# the ends after which the call may still take effect, until its deadline: whoever cut it
+# short; only a call that provably took no effect (or never began, or stopped at a report)
+# cannot
+MAY_HAVE_LANDED = frozenset({End.TRANSIENT, End.UNKNOWN, End.ABANDONED, End.INTERRUPTED})
 
 
 def _rows() -> tuple[Row, ...]:
@@ -196,7 +199,7 @@ def _rows() -> tuple[Row, ...]:
             "is undone by its key at once (nothing of it is in flight); never called again",
         ),
     ]
-    for end in _MAY_HAVE_LANDED:
+    for end in sorted(MAY_HAVE_LANDED, key=list(End).index):
         if end is not End.UNKNOWN:
             rows.append(
                 Row(
