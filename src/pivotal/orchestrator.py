@@ -29,6 +29,7 @@ from pivotal.errors import (
     SagaNotParked,
     SagaUnserved,
     StaleApproval,
+    StoreError,
     VersionConflict,
 )
 from pivotal.holds import expiry_cause
@@ -195,12 +196,17 @@ class Orchestrator:
         ``leases.holding``, which releases it.
 
         Validated and idempotent on ``saga_id`` like ``submit``: for a saga that existed
-        already (same plan) the lease is None, and the caller takes it as usual; so with a
-        store that cannot create a saga leased (it is created free, as by ``submit``).
+        already (same plan) the lease is None, and the caller takes it as usual. A store
+        that cannot create a saga leased is refused (``StoreError``) before anything is
+        written: created free, any worker could claim the saga and run it past a stage the
+        caller has yet to decide.
         """
         create = getattr(type(self.store), "create_leased", None)
         if create is None:
-            return await self.submit(plan, saga_id=saga_id), None
+            raise StoreError(
+                f"this ledger ({type(self.store).__name__}) cannot create a saga leased to "
+                "its submitter (it has no create_leased): nothing was submitted"
+            )
         await synced(self.clock)  # times below are the ledger's
         _check_id(saga_id)
         existing = await self.store.load(saga_id) if saga_id is not None else None

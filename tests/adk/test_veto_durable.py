@@ -17,7 +17,7 @@ from adk_story import ORDER, Session, check_stage, comp_records, plan_stage
 
 from pivotal import FakeClock, Orchestrator
 from pivotal.adk import Act, Decide, SagaAgent
-from pivotal.errors import VersionConflict
+from pivotal.errors import StoreError, VersionConflict
 from pivotal.examples.commerce import CommerceApp, CommerceServices
 from pivotal.plan import Plan, Provenance
 from pivotal.state import Event, EventType, SagaState, SagaStatus
@@ -357,3 +357,31 @@ async def test_a_later_veto_that_cannot_be_written_is_never_driven_past(
     assert stored.reason == REASON
     assert state["saga_status"] == "compensated"
     assert services.calls("authorize") == services.calls("capture") == []
+
+
+# -- a ledger that cannot create a saga leased ---------------------------------------------
+
+
+class _Unleasable:
+    """A ledger with every operation but ``create_leased``."""
+
+    def __init__(self, inner: Store) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "create_leased":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+async def test_an_agent_is_refused_a_ledger_that_would_create_its_saga_free(
+    store: Store, app: CommerceApp, clock: FakeClock, services: CommerceServices
+) -> None:
+    # Created free, the saga could be claimed by any worker and run past a model stage that
+    # has yet to decide: the agent's submission is refused before anything is written.
+    agent_orch = Orchestrator(_Unleasable(store), app, clock=clock, owner="agent")  # type: ignore[arg-type]
+    session = Session(vetoing(agent_orch, leading=False))
+    with pytest.raises(StoreError, match="cannot create a saga leased"):
+        await session.run()
+    assert await store.list_sagas() == []
+    assert forward_calls(services) == []

@@ -236,7 +236,7 @@ def worker(
         async with (
             writing(settings, "worker", migrate=migrate, **options) as orch,
             _metrics_endpoint(metrics, orch, metrics_host, metrics_port),
-            relay_beside(orch.store, relaying, settled, drain=until_idle),
+            relay_beside(orch.store, relaying, settled, drain=until_idle, clock=orch.clock),
         ):
             runner = Worker(orch, config)
             with _stopping.handled(runner) as stopping:

@@ -35,6 +35,7 @@ from pivotal.cli._shared import (
     run,
     settings_of,
 )
+from pivotal.clock import Clock
 from pivotal.errors import InvalidInput, PivotalError
 from pivotal.outbox import Message
 from pivotal.redaction import redact
@@ -329,10 +330,17 @@ class RelayOptions:
 
 @asynccontextmanager
 async def relay_beside(
-    store: Store, options: RelayOptions, on_settled: Settled | None, *, drain: bool
+    store: Store,
+    options: RelayOptions,
+    on_settled: Settled | None,
+    *,
+    drain: bool,
+    clock: Clock | None = None,
 ) -> AsyncIterator[None]:
     """Run a relay in this event loop while the body runs (a worker); on the way out it
-    stops, and with ``drain`` it first delivers what is due (a worker run until idle)."""
+    stops, and with ``drain`` it first delivers what is due (a worker run until idle).
+    ``clock``: the worker's, so one process reads one ledger time (None: the relay follows
+    the ledger on its own)."""
     if not options.wanted:
         yield
         return
@@ -350,6 +358,7 @@ async def relay_beside(
             timeout=options.timeout,
             lease_ttl=max(60.0, 6 * options.timeout),
             on_settled=on_settled,
+            clock=clock,
         )
         stop = asyncio.Event()
         task = asyncio.create_task(relay.run(stop=stop))
