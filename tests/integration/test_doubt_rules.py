@@ -125,6 +125,10 @@ async def test_a_client_library_timeout_leaves_the_call_in_doubt_until_it_cannot
     [started] = [e for e in events if e.type is EventType.STEP_STARTED]
     [undo] = [e for e in events if e.type is EventType.UNDO_STARTED]
     assert undo.at >= started.data["deadline"]  # the undo waited until it could not land
+    # the wait is the action's: nothing of the undo was ever in doubt before its first call
+    waits = [e for e in events if e.type is EventType.UNDO_RETRY_SCHEDULED and e.at < undo.at]
+    assert waits
+    assert all(e.data.get("doubt_until") is None for e in waits)
 
 
 async def test_a_step_that_is_not_repeatable_is_not_called_again_after_a_transient_error(

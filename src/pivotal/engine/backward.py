@@ -79,8 +79,7 @@ class Backward(Forward):
             repeated=rec.settle_attempt is not None,
         )
         if decide(Phase.UNDOING, Tick.NOW, facts).do is Do.WAIT and rec.doubt_until:
-            waiting = f"{rec.name} (step {index}) may still take effect"
-            await self._schedule_undo_at(index, 0, waiting, rec.doubt_until)
+            await self._undo_wait_recorded(index, rec.doubt_until)
             await self._wait_until(rec.doubt_until)
             facts = replace(facts, can_land=False)
             decide(Phase.UNDOING, Tick.NOW, facts)
@@ -177,6 +176,13 @@ class Backward(Forward):
             return False
         rec = self.state.steps[index]
         until = max(t for t in (rec.doubt_until, rec.undo_doubt_until) if t is not None)
+        await self._undo_wait_recorded(index, until)
+        return True
+
+    async def _undo_wait_recorded(self, index: int, until: float) -> None:
+        """The undo waits until ``until`` for an attempt that may still land; the undo's
+        own window is kept as it was (an action's window is not the undo's)."""
+        rec = self.state.steps[index]
         await self.emit(
             self.event(
                 EventType.UNDO_RETRY_SCHEDULED,
@@ -187,7 +193,6 @@ class Backward(Forward):
                 doubt_until=rec.undo_doubt_until,
             )
         )
-        return True
 
     def _undo_barred(self, index: int) -> bool:
         """The machine's gate before any undo call (compensation, a dead letter's retry):
