@@ -16,7 +16,7 @@ from pivotal import four_eyes
 from pivotal.app import App
 from pivotal.catalogue import Catalogue, StepKind
 from pivotal.clock import Clock, SystemClock, follow_ledger, synced
-from pivotal.engine import AlreadyCreated, Creation, RunOptions, SagaRun, point_of_no_return
+from pivotal.engine import AlreadyCreated, Creation, Driver, RunOptions, point_of_no_return
 from pivotal.errors import (
     ApprovalError,
     InvalidInput,
@@ -485,8 +485,8 @@ class Orchestrator:
         options: RunOptions | None = None,
         creating: Creation | None = None,
         checked: Checked | None = None,
-    ) -> SagaRun:
-        return SagaRun(
+    ) -> Driver:
+        return Driver(
             self.store,
             self.app.catalogue(stored.state.catalogue),
             stored.plan,

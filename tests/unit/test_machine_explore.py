@@ -3,7 +3,7 @@
 A simulated provider (deduplicating by key or not, a lookup that lags within what it declared
 or beyond it, calls that land at once, later or never, replies lost, passes interrupted,
 stalls past a call's deadline) meets a model of the driver that asks ``decide`` at each
-point, exactly as ``pivotal.engine.run`` does. Every choice of the world is enumerated, up
+point, exactly as ``pivotal.engine.driver`` does. Every choice of the world is enumerated, up
 to the retry budget. Invariants at rest: no effect doubled, none left behind by a step
 recorded failed or compensated, no undo while an attempt may still land, and every schedule
 ends. A failure prints the parameters and the schedule of choices that reached it.
@@ -150,7 +150,7 @@ def life(p: Params, ch: Chooser) -> tuple[str, World]:
             w.now += BACKOFF
         elif do is Do.RETRY_AFTER_DOUBT:
             w.now = max(w.now + BACKOFF, d or 0.0)
-        else:  # settle, as ``SagaRun._settle_doubt``
+        else:  # settle, as ``Driver._settle_doubt``
             facts = replace(facts, earlier_doubt=d is not None)
             ready = max(d or 0.0, w.now)
             found = w.lookup(ch)
@@ -175,7 +175,7 @@ def life(p: Params, ch: Chooser) -> tuple[str, World]:
         return status, w
     if status == "failed" or (status == "succeeded" and ch.pick(2) == 0):
         return status, w  # nothing to undo, or the saga completed
-    # compensation, as ``SagaRun._settle_forward`` and ``SagaRun.undo``
+    # compensation, as ``Driver._settle_forward`` and ``Driver.undo``
     facts = Facts(
         repeatable=p.repeatable,
         can_land=doubt is not None and w.now < doubt,

@@ -212,7 +212,7 @@ def _resume(w: World, p: Proc, seen: float) -> World:
 
 
 def _settle(w: World, p: Proc, facts: Facts, seen: float) -> World:
-    """``SagaRun._settle_doubt``: a 'not found' counts once no attempt can land; the wait
+    """``Driver._settle_doubt``: a 'not found' counts once no attempt can land; the wait
     for it is recorded and the pass ends (the process rests; a later pass settles)."""
     found = Found.FOUND if w.visible() else Found.NOT_FOUND
     if found is Found.NOT_FOUND and w.doubt is not None and seen < w.doubt:

@@ -38,7 +38,7 @@ from google.adk.events import Event
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from pivotal.adk import stages as S
-from pivotal.adk.driver import Driver
+from pivotal.adk.drive import AgentDrive
 from pivotal.adk.invocation import Invocation
 from pivotal.adk.shape import stage_of
 from pivotal.adk.stages import Act, Decide, Parallel, Stage, StageError
@@ -185,7 +185,7 @@ class SagaAgent(BaseAgent):
                 return
             # told once the lease is held: nothing may come between its creation and that
             first = invocation.event({S.SAGA_STATUS: submitted.status.value})
-        driver = Driver(invocation, saga_id)
+        driver = AgentDrive(invocation, saga_id)
         async for event in driver.run(lease, first):
             yield event
 

@@ -1,5 +1,5 @@
 """One invocation of a saga agent: what the agent (``pivotal.adk.agent``) and the driver of
-its saga (``pivotal.adk.driver``) both work with, so that neither imports the other.
+its saga (``pivotal.adk.drive``) both work with, so that neither imports the other.
 
 The invocation knows the agent's stages, writes the agent's events (the session state is
 changed only through their state deltas) and runs its model stages.

@@ -2,14 +2,14 @@
 pass carry its decisions out against the ledger and the step's code: ``journal`` (the ledger
 writes), ``calls`` (calls into a step's code), ``gates`` (what is asked before a unit runs),
 ``forward`` and ``backward`` (a step run to its outcome; compensation and dead letters), and
-``run`` (the loop that drives them)."""
+``driver`` (the one loop that carries the machine's decisions out, for every path)."""
 
-from pivotal.engine.run import (
+from pivotal.engine.driver import (
     Abandoned,
     AlreadyCreated,
     Creation,
+    Driver,
     RunOptions,
-    SagaRun,
     Suspended,
     describe,
     gate_of,
@@ -22,7 +22,7 @@ __all__ = [
     "AlreadyCreated",
     "Creation",
     "RunOptions",
-    "SagaRun",
+    "Driver",
     "Suspended",
     "describe",
     "gate_of",

@@ -142,7 +142,7 @@ class Suspended(Exception):
 
 
 class Journal:
-    """What one pass of one saga holds (every attribute of ``SagaRun``), and its writes
+    """What one pass of one saga holds (every attribute of ``Driver``), and its writes
     to the ledger."""
 
     __slots__ = (
@@ -214,7 +214,7 @@ class Journal:
         # arguments the validator just parsed, each handed out once instead of parsing again
         self._parsed = checked.args if checked is not None else None
         # the app's trusted facts, for validating the plan again before the point of no
-        # return and after a wait (None: never re-validated, as by a bare SagaRun)
+        # return and after a wait (None: never re-validated, as by a bare Driver)
         self._facts = facts
         # when this process last validated the plan (None: not in this pass; the saga's
         # creation is the last time known)

@@ -6,7 +6,7 @@ ended (``End``) or what a lookup answered (``Found``). ``decide`` returns the fi
 ``TABLE`` for that phase and observation whose conditions hold; a phase and observation with
 no row is ``Impossible``, and so is a set of facts no row of theirs accepts.
 
-The driver (``pivotal.engine.run``) carries each decision out on every path that reaches it:
+The driver (``pivotal.engine.driver``) carries each decision out on every path that reaches it:
 a first call, a retry, a pass resumed after a crash, compensation, a dead letter's retry.
 """
 

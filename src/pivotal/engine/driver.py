@@ -1,6 +1,6 @@
 """The saga state machine: drives one saga from its ledger state. No SQL here.
 
-``SagaRun`` is composed of its parts: ``journal`` (its state and the ledger), ``calls``
+``Driver`` is composed of its parts: ``journal`` (its state and the ledger), ``calls``
 (into a step's code), ``gates`` (before a unit runs), ``forward`` (a step to its outcome)
 and ``backward`` (compensation and dead letters); the loop that drives them is here."""
 
@@ -25,7 +25,7 @@ __all__ = [
     "Cancelled",
     "Creation",
     "RunOptions",
-    "SagaRun",
+    "Driver",
     "Suspended",
     "describe",
     "gate_of",
@@ -37,7 +37,7 @@ __all__ = [
 _MAX_RELOADS = 5  # version conflicts (a decision written meanwhile) one pass absorbs
 
 
-class SagaRun(Backward, Gates):
+class Driver(Backward, Gates):
     """One pass of one saga under a lease ``epoch`` (None: fenced by version only)."""
 
     __slots__ = ()

@@ -62,8 +62,8 @@ class _Stop:
         return self.reached
 
 
-class Driver:
-    """One invocation's drive of one saga."""
+class AgentDrive:
+    """One invocation's drive of one saga: engine passes (``Driver``) between model stages."""
 
     def __init__(self, invocation: Invocation, saga_id: str) -> None:
         self.invocation = invocation
