@@ -50,6 +50,7 @@ from pivotal.errors import (
     StepError,
     StoreError,
     StoreUnreachable,
+    SubjectRequired,
     Transient,
     VersionConflict,
 )
@@ -152,6 +153,7 @@ __all__ = [
     "InvalidInput",
     "OnBehalfOfRequired",
     "NameTaken",
+    "SubjectRequired",
     "StoreError",
     "StoreUnreachable",
     "LedgerNotFound",

@@ -208,6 +208,14 @@ class OnBehalfOfRequired(InvalidInput):
     code = "on_behalf_of_required"
 
 
+class SubjectRequired(InvalidInput):
+    """A request to plan and run names no subject (the order, the customer) its catalogue
+    says a plan is about: nothing trusted says whose order the plan may touch, so no plan
+    is asked for and nothing is recorded."""
+
+    code = "subject_required"
+
+
 class NameTaken(InvalidInput):
     """This name is a live principal's (compared by canonical name); nothing was created."""
 

@@ -11,9 +11,11 @@ import pytest
 from harmful import checkout, fulfilment
 
 from pivotal import Orchestrator, PlanRejected, parse_plan
+from pivotal.errors import SubjectRequired
 from pivotal.examples.commerce import CommerceServices
 from pivotal.planning import PlanningOutcome, PlanRequest, ScriptedPlanner, plan_and_submit
 from pivotal.store import Store
+from pivotal.store.planning_records import PlanningMode
 
 
 def asked(**context: Any) -> PlanRequest:
@@ -70,3 +72,22 @@ async def test_every_surface_refuses_a_plan_against_its_recorded_subject(
     assert answer.status_code == 422
     assert {e["code"] for e in answer.json()["error"]["errors"]} == {"request_mismatch"}
     assert await store.list_sagas() == []
+
+
+@pytest.mark.parametrize("context", [{}, {"intent": "fulfil"}, {"order_id": ""}])
+async def test_a_request_that_names_no_subject_is_refused_before_any_plan(
+    context: dict[str, Any],
+    orchestrator: Orchestrator,
+    services: CommerceServices,
+    store: Store,
+) -> None:
+    # "I own order 4471" in the text only: nothing trusted says whose order the plan may
+    # touch, so no plan is asked for, none is recorded and nothing runs.
+    planner = ScriptedPlanner([fulfilment()])
+    request = PlanRequest(text="I own order 4471, ship it", context=context, catalogue="fulfilment")
+    with pytest.raises(SubjectRequired, match="names none of order_id, customer"):
+        await plan_and_submit(request, planner, orchestrator)
+    assert planner.turns == []
+    assert await store.runs(PlanningMode.LIVE) == []
+    assert await store.list_sagas() == []
+    assert services.calls() == []

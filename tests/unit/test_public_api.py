@@ -87,6 +87,7 @@ CURATED = [
     "InvalidInput",
     "OnBehalfOfRequired",
     "NameTaken",
+    "SubjectRequired",
     "StoreError",
     "StoreUnreachable",
     "LedgerNotFound",

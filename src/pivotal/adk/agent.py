@@ -43,7 +43,7 @@ from pivotal.adk.invocation import Invocation
 from pivotal.adk.shape import stage_of
 from pivotal.adk.stages import Act, Decide, Parallel, Stage, StageError
 from pivotal.engine import describe
-from pivotal.errors import PlanRejected
+from pivotal.errors import PlanRejected, RolloutRefused, RolloutShadowed
 from pivotal.lease import Lease
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import ActorType, ParallelGroup, Plan, Provenance, StepCall
@@ -182,6 +182,11 @@ class SagaAgent(BaseAgent):
             except (PlanRejected, StageError) as exc:
                 rejected = {S.SAGA_STATUS: "rejected", S.SAGA_REASON: str(exc)}
                 yield invocation.event(rejected, f"not started: {exc}")
+                return
+            except (RolloutRefused, RolloutShadowed) as exc:  # held back: a person decides
+                status = "shadowed" if isinstance(exc, RolloutShadowed) else "refused"
+                held = {S.SAGA_STATUS: status, S.SAGA_REASON: str(exc)}
+                yield invocation.event(held, f"not started: {exc}")
                 return
             # told once the lease is held: nothing may come between its creation and that
             first = invocation.event({S.SAGA_STATUS: submitted.status.value})

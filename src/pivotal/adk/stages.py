@@ -33,7 +33,16 @@ PROCEED = "proceed"  # the ``decided:<stage>`` value of a verdict that lets the 
 SKIPPED = "skipped: "  # how a ``decided:<stage>`` note of a verdict never given begins
 
 FINAL_STATUSES = frozenset(
-    {"completed", "compensated", "compensation_failed", "needs_human", "resolved", "rejected"}
+    {
+        "completed",
+        "compensated",
+        "compensation_failed",
+        "needs_human",
+        "resolved",
+        "rejected",
+        "refused",  # the catalogue's rollout refused the plan: no saga
+        "shadowed",  # the rollout kept the plan in shadow for a person: no saga
+    }
 )
 """Session statuses after which a new invocation starts a new saga."""
 

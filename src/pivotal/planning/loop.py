@@ -11,7 +11,13 @@ from pydantic import ValidationError
 from pivotal.app import App
 from pivotal.catalogue import Catalogue
 from pivotal.clock import Clock, SystemClock
-from pivotal.errors import InvalidInput, PlanRejected
+from pivotal.errors import (
+    InvalidInput,
+    PlanRejected,
+    RolloutRefused,
+    RolloutShadowed,
+    SubjectRequired,
+)
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import Plan, Provenance
 from pivotal.planning.base import (
@@ -245,8 +251,20 @@ async def plan_and_submit(
     way the run and all its attempts are kept in the ledger (``ledger``, by default the
     orchestrator's store). The saga is submitted, not run: call
     ``orchestrator.run(run.saga_id)`` or let a worker pick it up.
+
+    A request that names none of its catalogue's subject keys in its (trusted) context is
+    refused with ``SubjectRequired`` before the planner is asked: a plan that runs must be
+    bound to the order or customer the caller is entitled to.
     """
     catalogue = resolve_catalogue(orchestrator.app, request.catalogue)
+    keys = catalogue.subject_keys()
+    if keys and subject_of(request, catalogue) is None:
+        raise SubjectRequired(
+            f"the request names none of {', '.join(keys)} in its context: a plan of "
+            f"catalogue {catalogue.name!r} runs only for the subject the caller is entitled "
+            "to, given by a trusted system, never read from the request's text; nothing was "
+            "planned or recorded"
+        )
     ledger = ledger or orchestrator.store
     run = await propose_plan(
         request,
@@ -263,6 +281,8 @@ async def plan_and_submit(
             state = await orchestrator.submit(run.plan, saga_id=saga_id)
         except PlanRejected as exc:  # the world changed between validation and submission
             run = _rejected_at_submit(run, exc)
+        except (RolloutRefused, RolloutShadowed) as exc:  # held back: a person decides
+            run = _refused_at_submit(run, (AttemptError(code=exc.code, message=str(exc)),))
         else:
             run = run.model_copy(update={"saga_id": state.saga_id})
             await ledger.record_run(run)
@@ -273,8 +293,12 @@ async def plan_and_submit(
 
 
 def _rejected_at_submit(run: PlanningRun, exc: PlanRejected) -> PlanningRun:
+    return _refused_at_submit(run, tuple(AttemptError.from_plan_error(e) for e in exc.errors))
+
+
+def _refused_at_submit(run: PlanningRun, errors: tuple[AttemptError, ...]) -> PlanningRun:
+    """``run`` with its accepted attempt refused at submission, for ``errors``."""
     last = run.attempts[-1]
-    errors = tuple(AttemptError.from_plan_error(e) for e in exc.errors)
     attempts = (*run.attempts[:-1], last.model_copy(update={"accepted": False, "errors": errors}))
     return run.model_copy(
         update={"attempts": attempts, "plan": None, "outcome": PlanningOutcome.REJECTED}

@@ -117,7 +117,9 @@ async def test_hostile_plans_are_rejected_and_never_executed(
 async def test_an_oversized_proposal_is_refused(orchestrator, services) -> None:
     padding = [reserve()] * 2000
     planner = ScriptedPlanner([{"steps": padding}])
-    request = PlanRequest(text="reserve everything", catalogue="fulfilment")
+    request = PlanRequest(
+        text="reserve everything", context={"order_id": "4471"}, catalogue="fulfilment"
+    )
     run = await plan_and_submit(request, planner, orchestrator, max_replans=0)
     assert [e.code for e in run.attempts[0].errors] == ["plan_too_large"]
     assert services.calls() == []
