@@ -68,7 +68,7 @@ async def test_one_apology_per_message_however_often_it_comes(
     await sender(message)
     await sender(message)  # a redelivery: same id
     [email] = apologies(services)
-    assert email["recipient"] == "ana@example.com"  # the plan's confirmation address
+    assert email["recipient"] == "ana@example.com"  # the order system's address
     assert email["order_id"] == "4490"
     assert email["key"] == apology_key(message.id) == f"apology:{message.id}"
     assert [a.sent for a in sender.handled] == [True, False]
@@ -223,3 +223,40 @@ async def test_a_message_whose_saga_is_gone_fails_the_delivery(
     )
     with pytest.raises(ApologyError, match="ghost"):
         await ApologySender(store, services)(ghost)
+
+
+async def test_the_apology_goes_where_the_order_system_says_at_send_time(
+    declined: str, store: Store, services: CommerceServices
+) -> None:
+    # the customer changed the order's address after the plan was made (the re-check may
+    # well be what rolled it back): the plan's old address is not written to
+    facts = services.order_facts("4490")
+    assert facts["recipient"] == "ana@example.com"
+    details = {k: v for k, v in facts.items() if k not in ("customer", "customer_tier")}
+    details.pop("order_status")
+    details["recipient"] = "ana.new@example.com"
+    services.order("4490", customer=facts["customer"], **details)
+    sender = ApologySender(store, services)
+    await sender(await the_message(store, declined))
+    [email] = apologies(services)
+    assert email["recipient"] == "ana.new@example.com"
+
+
+async def test_the_confirmation_goes_where_the_order_system_says_at_send_time(
+    store: Store, app: Any, clock: FakeClock, services: CommerceServices, fulfilment_plan: Any
+) -> None:
+    plan = fulfilment_plan("4491")
+    facts = services.order_facts("4491")
+    details = {k: v for k, v in facts.items() if k not in ("customer", "customer_tier")}
+    details.pop("order_status")
+
+    def moved(point: Any, index: int) -> None:
+        # the customer changes the address once the capture is made, past every re-check
+        if point.value == "after_intent" and index == 4:
+            services.order("4491", customer=facts["customer"], **details | {"recipient": "b@x.io"})
+
+    orch = Orchestrator(store, app, clock=clock, hook=moved)
+    state = await orch.execute(plan, saga_id="moved")
+    assert state.status is SagaStatus.COMPLETED
+    [email] = services.rows("emails", order_id="4491")
+    assert email["recipient"] == "b@x.io"

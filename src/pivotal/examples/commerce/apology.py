@@ -48,13 +48,9 @@ def order_of(plan: Plan) -> str | None:
     return None
 
 
-def recipient_of(plan: Plan, services: CommerceServices, order_id: str) -> str | None:
-    """Where the customer reads mail: the plan's confirmation address, else the order's."""
-    for flat in plan.calls():
-        if flat.call.name == "send_confirmation":
-            recipient = flat.call.args.get("recipient")
-            if isinstance(recipient, str) and recipient:
-                return recipient
+def recipient_of(services: CommerceServices, order_id: str) -> str | None:
+    """Where the customer reads mail, as the order system says at send time: never the
+    plan's argument, which may be the very fact that changed and rolled the order back."""
     known = services.order_facts(order_id).get("recipient")
     return known if isinstance(known, str) and known else None
 
@@ -95,7 +91,7 @@ class ApologySender:
         reason = message.payload.get("reason")
         why = reason if isinstance(reason, str) else stored.state.reason
         order = order_of(stored.plan)
-        recipient = None if order is None else recipient_of(stored.plan, self.services, order)
+        recipient = None if order is None else recipient_of(self.services, order)
         entry = Apology(message.id, message.saga_id, order, recipient, why, False, "")
         if order is None or recipient is None:
             what = "no order" if order is None else f"no address on record for order {order}"

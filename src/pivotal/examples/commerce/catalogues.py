@@ -164,8 +164,12 @@ def _confirmation(catalogue: Catalogue, svc: CommerceServices) -> None:
 
     @catalogue.retriable(lookup=find, retry=RetryPolicy(max_attempts=6, base_delay=0.02))
     async def send_confirmation(args: SendConfirmation, ctx: StepContext) -> Result:
-        """Email the customer that the order is confirmed. Cannot be unsent: it goes last."""
-        return svc.email(args.order_id, args.recipient, args.template, ctx.key)
+        """Email the customer that the order is confirmed. Cannot be unsent: it goes last.
+        Sent where the order system says at send time (the plan's address was checked
+        against it, but may have changed since)."""
+        known = svc.order_facts(args.order_id).get("recipient")
+        recipient = known if isinstance(known, str) and known else args.recipient
+        return svc.email(args.order_id, recipient, args.template, ctx.key)
 
 
 def _order_open(svc: CommerceServices) -> Any:
