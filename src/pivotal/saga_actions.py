@@ -77,16 +77,25 @@ def offered(state: SagaState, now: float) -> dict[str, bool]:
     return {"abort": running and before_pivot, "rerun": refusal(state, now) is None}
 
 
-def events_document(saga_id: str, events: Sequence[Event]) -> dict[str, Any]:
-    """What every surface gives for a saga's events: ``{"saga_id", "events"}``."""
-    return {"saga_id": saga_id, "events": events_json(events)}
+def events_document(stored: StoredSaga, events: Sequence[Event]) -> dict[str, Any]:
+    """What every surface gives for a saga's events: ``{"saga_id", "events",
+    "provenance"}``; each event's ``provenance_ref`` is a key of ``provenance``, the record
+    of who proposed the plan, in which run, from what."""
+    state = stored.state
+    record = stored.plan.provenance.model_dump(mode="json")
+    return {
+        "saga_id": state.saga_id,
+        "events": events_json(events),
+        "provenance": {state.provenance_ref: record},
+    }
 
 
 async def events_of(store: Store, saga_id: str) -> dict[str, Any]:
     """``events_document`` of the saga in ``store``; ``SagaNotFound`` when there is none."""
-    if await store.load(saga_id) is None:
+    stored = await store.load(saga_id)
+    if stored is None:
         raise SagaNotFound(f"no saga {saga_id[:200]!r}")
-    return events_document(saga_id, await store.events(saga_id))
+    return events_document(stored, await store.events(saga_id))
 
 
 def redacted(events: Sequence[Event]) -> list[Event]:

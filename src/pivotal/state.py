@@ -99,6 +99,9 @@ class Event:
     attempt: int | None = None
     data: Mapping[str, Any] = field(default_factory=dict)
     seq: int = 0
+    # the provenance record of the plan the saga runs (``Provenance.ref``), which the ledger
+    # keeps with every event: set on every event read back from it
+    provenance_ref: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -234,6 +234,7 @@ def saga_json(
         "last_error": stored.last_error,
         "idle_passes": stored.idle_passes,
         "provenance": stored.plan.provenance.model_dump(mode="json"),
+        "provenance_ref": state.provenance_ref,  # what each event's provenance_ref resolves to
         "rationale": stored.plan.rationale,
         "approval": asdict(state.approval) if state.approval else None,
         "steps": [asdict(r) for r in state.steps],
@@ -353,6 +354,6 @@ def sagas_events(ctx: typer.Context, saga_id: SagaId, as_json: JsonFlag = False)
 
     stored, events = run(work())
     if as_json:
-        dump(saga_actions.events_document(saga_id, events))
+        dump(saga_actions.events_document(stored, events))
     else:
         out.print(render.timeline(stored.state, saga_actions.redacted(events)))

@@ -36,6 +36,7 @@ def saga(
         "created_at": state.created_at,
         "updated_at": state.updated_at,
         "provenance": stored.plan.provenance.model_dump(mode="json"),
+        "provenance_ref": state.provenance_ref,  # what each event's provenance_ref resolves to
         "rationale": stored.plan.rationale,
         "plan": stored.plan.model_dump(mode="json"),
         "steps": [asdict(r) for r in state.steps],
@@ -77,6 +78,9 @@ class SagaView(Outcome):
     created_at: float
     updated_at: float
     provenance: dict[str, Any]
+    provenance_ref: str = Field(
+        description="The provenance record's reference, which every event carries."
+    )
     rationale: str
     plan: dict[str, Any]
     steps: list[dict[str, Any]]

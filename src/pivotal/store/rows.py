@@ -138,7 +138,13 @@ def event_row(saga_id: str, provenance_ref: str, e: Event) -> tuple[Any, ...]:
 def event_from_row(row: Any) -> Event:
     data: Mapping[str, Any] = json.loads(row[6])
     return Event(
-        type=EventType(row[2]), at=row[5], step=row[3], attempt=row[4], data=data, seq=row[1]
+        type=EventType(row[2]),
+        at=row[5],
+        step=row[3],
+        attempt=row[4],
+        data=data,
+        seq=row[1],
+        provenance_ref=row[7],
     )
 
 

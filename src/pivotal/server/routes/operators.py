@@ -46,6 +46,9 @@ class EventLog(BaseModel):
 
     saga_id: str
     events: list[dict[str, Any]]
+    provenance: dict[str, dict[str, Any]] = Field(
+        description="By reference, the provenance record each event's provenance_ref names."
+    )
 
 
 # -- dead letters ------------------------------------------------------------------------
