@@ -3,8 +3,12 @@
 ``redact_url`` makes one URL fit to show: the password in its userinfo (``user:***@``), the
 values of its query parameters and its fragment become ``***``; the scheme, host, port and
 path stay, so a person can still tell which ledger or webhook is meant. ``redact`` applies
-the same to every URL inside free text (an exception's message, say) and hides the values
-of ``password=...``-like pairs, as a libpq conninfo or a driver's error may hold them.
+the same to every URL inside free text (an exception's message, say) and hides every other
+form a secret takes there: ``password=...``-like pairs (a libpq conninfo, a query string),
+``"secret": "..."`` (JSON), ``password: ...`` (prose, a header dump), an ``Authorization``
+header's credentials whatever its scheme, ``Bearer <credential>`` anywhere, and Pivotal's
+own ``pvt_`` tokens wherever they appear. The forms are tested as one table
+(``tests/secret_forms.py``) fed to this function and through every surface.
 
 Use them on every URL and every foreign error text before it reaches a terminal, a log
 record or an HTTP response.
@@ -72,6 +76,36 @@ _JSON_PAIR = re.compile(
     """
 )
 _USERINFO = re.compile(rf"(?P<scheme>{_SCHEME})(?P<userinfo>[^/?#@\s]{{0,512}})@")
+# "name: value" in prose or a header dump, for the names that only ever hold a secret
+_COLON_NAME = (
+    r"(?:[A-Za-z0-9_.-]{0,64}?)"
+    r"(?:password|passwd|pwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key"
+    r"|private[_-]?key|secret[_-]?key|credentials?)"
+)
+_COLON_PAIR = re.compile(
+    rf"""(?ix)
+    (?<![A-Za-z0-9_.-])(?P<key>{_COLON_NAME})
+    (?P<sep>[ \t]{{0,8}}:[ \t]{{0,8}})
+    (?P<value>'(?:[^'\\\n]|\\.){{0,1000}}'|"(?:[^"\\\n]|\\.){{0,1000}}"|[^\s&;,'")\]}}]+)
+    """
+)
+_CREDENTIAL = r"[A-Za-z0-9._~+/=-]{1,4096}"
+# an Authorization header's credentials, whatever its scheme (Bearer, Basic, Digest, ...)
+_AUTH_HEADER = re.compile(
+    rf"""(?ix)
+    (?P<key>authorization["']?[ \t]{{0,8}}[:=][ \t]{{0,8}}["']?)
+    (?P<scheme>[A-Za-z-]{{1,20}}[ \t]{{1,8}})?
+    (?!(?:bearer|basic|digest|negotiate|ntlm|token)\b)  # a scheme is not its credential
+    (?P<value>{_CREDENTIAL})
+    """
+)
+# "Bearer <credential>" anywhere: a credential has a digit or a sign a word has not
+_BEARER = re.compile(
+    r"(?i)(?P<key>\bbearer[ \t]{1,8})(?P<value>(?=[A-Za-z0-9._~+/=-]{0,4096}[0-9._~+/=])"
+    r"[A-Za-z0-9._~+/=-]{4,4096})"
+)
+# Pivotal's own bearer tokens (``principals.TOKEN_PREFIX``), wherever they appear
+_OWN_TOKEN = re.compile(r"\bpvt_[A-Za-z0-9_-]{8,512}")
 
 
 def _netloc(scheme: str, netloc: str) -> str:
@@ -139,10 +173,22 @@ def _mask_value(match: re.Match[str]) -> str:
     return f"{match['key']}{match['sep']}{quote_char}{MASK}{quote_char}"
 
 
+def _mask_credential(match: re.Match[str]) -> str:
+    value = match["value"]
+    tail = ""
+    while value and value[-1] in _TRAILING:  # the sentence's, not the credential's
+        value, tail = value[:-1], value[-1] + tail
+    return f"{match['key']}{match.groupdict().get('scheme') or ''}{MASK}{tail}"
+
+
 def _mask_text(text: str) -> str:
+    text = _OWN_TOKEN.sub(f"pvt_{MASK}", text)
     text = _USERINFO.sub(_userinfo, text)
+    text = _AUTH_HEADER.sub(_mask_credential, text)
+    text = _BEARER.sub(_mask_credential, text)
     text = _JSON_PAIR.sub(_mask_value, text)
-    return _PAIR.sub(_mask_value, text)
+    text = _PAIR.sub(_mask_value, text)
+    return _COLON_PAIR.sub(_mask_value, text)
 
 
 def _one_url(match: re.Match[str]) -> str:

@@ -30,6 +30,7 @@ from pivotal.plan import parse_plan
 from pivotal.redaction import MASK, redact, redact_url
 from pivotal.relay import Relay
 from pivotal.server import create_app
+from secret_forms import FORMS
 
 SECRET = "s3cret"
 LEDGER = f"postgresql://u:{SECRET}@127.0.0.1:5432/db?password={SECRET}"
@@ -84,8 +85,25 @@ def test_redact_hides_every_secret_in_free_text(text: str) -> None:
     assert MASK in shown
 
 
-def test_redact_leaves_ordinary_text_alone() -> None:
-    text = "saga s-1 step 2 key=s-1:2 failed: card declined (retry in 3 s); see http://h/x"
+@pytest.mark.parametrize(("text", "secret"), FORMS)
+def test_every_form_of_a_secret_is_hidden(text: str, secret: str) -> None:
+    shown = redact(text)
+    assert secret not in shown, shown
+    assert MASK in shown
+    assert redact(shown) == shown  # idempotent
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "saga s-1 step 2 key=s-1:2 failed: card declined (retry in 3 s); see http://h/x",
+        "this server needs a bearer token of role agent (Authorization: Bearer <token>)",
+        "Bearer tokens are kept as hashes; the token was revoked",
+        "Basic plan: two steps",
+        "error [invalid_token]: unknown or revoked token",
+    ],
+)
+def test_redact_leaves_ordinary_text_alone(text: str) -> None:
     assert redact(text) == text
 
 

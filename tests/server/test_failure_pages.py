@@ -4,6 +4,7 @@ as JSON, and no secret anywhere."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 import random
 import re
@@ -14,6 +15,7 @@ import httpx
 import pytest
 from pydantic import BaseModel
 from server_api import Clients, MakeClient, add_token
+from typer.testing import CliRunner
 
 from pivotal import (
     Catalogue,
@@ -26,8 +28,10 @@ from pivotal import (
     Transient,
     parse_plan,
 )
+from pivotal.cli import cli
 from pivotal.principals import Role
 from pivotal.store import Store
+from secret_forms import FORMS
 
 # the pages do not depend on the ledger: one backend is enough
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
@@ -181,3 +185,38 @@ async def test_no_surface_shows_a_secret_the_errors_quote(
             assert secret not in text, (where, secret)
     assert "password=***" in shown["api"]
     assert "<svg" in shown["live"]  # the pictures' titles too
+
+
+async def test_every_form_of_a_secret_is_hidden_on_every_surface(
+    login: Login, client: MakeClient, store: Store, clock: FakeClock
+) -> None:
+    """A provider's error quoting every form a secret takes (an Authorization header, a
+    bearer or Pivotal token, ``password: ...``): no surface that shows it shows one."""
+    shop = Catalogue("leaky")
+    told = " | ".join(text for text, _ in FORMS)
+
+    @shop.compensable(undo=lambda args, result, ctx: None, retry=RetryPolicy(max_attempts=1))
+    async def charge(args: Item, ctx: StepContext) -> None:
+        raise Permanent(f"provider refused: {told}")
+
+    orch = Orchestrator(store, shop, clock=clock)
+    plan = parse_plan({"catalogue": "leaky", "steps": [{"name": "charge"}]})
+    state = await orch.execute(plan, saga_id="leaky-1")
+    assert state.status is SagaStatus.COMPENSATED
+    viewer = await login(Role.VIEWER)
+    api = client(await add_token(store, "reader", Role.VIEWER, clock))
+    ledger = f"sqlite:///{store.path}"  # type: ignore[attr-defined]
+    cli_args = ["--db", ledger, "sagas", "show", "leaky-1", "--verbose"]
+    command = await asyncio.to_thread(CliRunner().invoke, cli, cli_args)
+    assert command.exit_code == 0, command.output
+    shown = {
+        "page": (await viewer.get("/ui/sagas/leaky-1")).text,
+        "live": (await viewer.get("/ui/sagas/leaky-1/live?part=head")).text,
+        "api": (await api.get("/v1/sagas/leaky-1")).text,
+        "events": (await api.get("/v1/sagas/leaky-1/events")).text,
+        "sagas show": command.output,
+    }
+    for where, text in shown.items():
+        assert "provider refused" in html.unescape(text), where
+        for _, secret in FORMS:
+            assert secret not in text, (where, secret)
