@@ -153,10 +153,15 @@ def test_dev_serves_runs_the_approved_saga_reloads_and_stops(
     assert call(f"{url}/v1/sagas/order-4471", approver)["status"] == "completed"  # still served
 
     running.proc.send_signal(signal.SIGINT)
+    running.wait_for(r"the tokens it printed \(dev-approver, dev-operator\) are revoked")
     running.wait_for(r"pivotal dev stopped")
     assert running.proc.wait(BOUND) == 0
     err = (cli.tmp / "dev.err").read_text()
     assert "Traceback" not in err, err
+    # the printed tokens no longer open anything
+    dev_tokens = [t for t in cli.json("tokens", "list") if t["name"].startswith("dev-")]
+    assert len(dev_tokens) == 2
+    assert all(t["revoked_at"] is not None for t in dev_tokens)
 
 
 def children_of(pid: int) -> list[int]:

@@ -6,6 +6,7 @@ children run in sessions of their own: Ctrl-C reaches this process, which stops 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import importlib.util
@@ -24,7 +25,7 @@ import typer
 
 from pivotal.cli._shared import JsonFlag, Settings, brief, check_ledger, settings_of
 from pivotal.errors import AppLoadError, InvalidInput, PivotalError
-from pivotal.store import sqlite_path
+from pivotal.store import open_store, sqlite_path
 
 Say = Callable[..., None]  # say(event, message, **fields)
 DEV_DB = "sqlite:///.pivotal-dev/pivotal.db"
@@ -41,6 +42,7 @@ _PR_SET_PDEATHSIG = 1
 POLL = 0.3  # seconds between looks at the app's files
 GRACE = 15.0  # seconds a child has to stop before it is told again, then killed
 READY = 30.0  # seconds a new server has to answer /healthz
+ROLES = ("approver", "operator")  # a token of each is printed, and revoked at the stop
 
 
 class DevFailed(PivotalError):
@@ -117,7 +119,10 @@ def dev(
                 raise AppLoadError(problem)
             say("dev_app_broken", f"the app does not load: {problem}; waiting for a fix")
             _wait_for_change(say, files, _snapshot(files))
-        tokens = {role: _token(base, role) for role in ("approver", "operator")}
+        left = _revoke_dev_tokens(base[1])  # printed by a dev that died before it could
+        if left:
+            say("dev_tokens_revoked", f"revoked {left} token(s) an earlier pivotal dev printed")
+        tokens = {role: _token(base, role) for role in ROLES}
         children = _start(serve, [*base, "worker", *relay], url)
         for role, token in tokens.items():
             say("dev_token", f"{role} token (dev-{role}): {token}", role=role, token=token)
@@ -136,6 +141,9 @@ def dev(
         say("dev_stopping", "stopping the server and the worker")
     finally:
         _stop(children)
+        if _revoke_dev_tokens(base[1]):
+            names = ", ".join(f"dev-{role}" for role in ROLES)
+            say("dev_tokens_revoked", f"the tokens it printed ({names}) are revoked")
     say("dev_stopped", "pivotal dev stopped")
 
 
@@ -168,8 +176,9 @@ def _global_args(ctx: typer.Context, db: str | None, app: str | None, example: b
     if not app and not example:
         raise InvalidInput("`pivotal dev` needs your app: --app module:attribute, or --example-app")
     path = sqlite_path(db)
-    if db == DEV_DB and path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    if db == DEV_DB and path:  # private, whatever the umask: it holds the ledger
+        Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        Path(path).parent.chmod(0o700)
     return ["--db", db, *(["--app", app] if app else ["--example-app"])]
 
 
@@ -273,6 +282,29 @@ def _loads(base: list[str]) -> str | None:
     lines = [line for line in err.decode(errors="replace").splitlines() if line.strip()]
     last = lines[-1].partition("]: ")[2] or lines[-1] if lines else ""  # no "error [code]: "
     return last or f"`pivotal serve --check` exited {code}"
+
+
+def _revoke_dev_tokens(db: str) -> int:
+    """Revoke every live token ``pivotal dev`` mints (``dev-approver``, ``dev-operator``)
+    in the ledger at ``db``; how many were revoked (0 when there is no ledger yet)."""
+
+    async def revoke() -> int:
+        try:
+            store = open_store(db, create=False)
+            await store.open()
+        except PivotalError:
+            return 0
+        try:
+            names = {f"dev-{role}" for role in ROLES}
+            live = [t for t in await store.list_tokens() if t.name in names]
+            live = [t for t in live if t.revoked_at is None]
+            for token in live:
+                await store.revoke_token(token.id, time.time())
+            return len(live)
+        finally:
+            await store.close()
+
+    return asyncio.run(revoke())
 
 
 def _token(base: list[str], role: str) -> str:

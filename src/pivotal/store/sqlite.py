@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -126,7 +128,7 @@ class SQLiteStore(SQLStore):
 
     def _connect(self) -> sqlite3.Connection:
         if self.path != ":memory:" and self._create:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            _make_private(Path(self.path))
         conn = self._open_file()
         conn.execute("PRAGMA busy_timeout = 10000")
         conn.execute("PRAGMA journal_mode = WAL")
@@ -213,3 +215,27 @@ def _is_file(path: str) -> bool:
         return Path(path).is_file()
     except OSError:  # e.g. a name too long to be a file
         return False
+
+
+def _make_private(path: Path) -> None:
+    """Make a ledger file that does not exist yet readable by its owner only (0600), in
+    folders made for it 0700, whatever the umask: it holds every saga, the token hashes and
+    the outbox. SQLite gives its WAL and shared-memory files the mode of the database file.
+    A file or folder that exists keeps the mode its owner gave it."""
+    missing = []
+    folder = path.absolute().parent
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            made.mkdir(mode=0o700)
+            made.chmod(0o700)  # the umask may have taken bits away, never added: set it
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
