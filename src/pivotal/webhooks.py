@@ -480,9 +480,13 @@ class WebhookSink:
         _check_addresses(self.url, host, addresses)
 
     def _new_client(self) -> httpx.AsyncClient:
+        # never a proxy (or anything else) from the environment, insecure or not: a signed
+        # delivery goes straight to its receiver; a deployment behind an egress proxy gives
+        # its own client
         if self.allow_insecure:
-            return httpx.AsyncClient(follow_redirects=False)
-        return httpx.AsyncClient(transport=_GuardedTransport(self._backend), follow_redirects=False)
+            return httpx.AsyncClient(follow_redirects=False, trust_env=False)
+        guarded = _GuardedTransport(self._backend)
+        return httpx.AsyncClient(transport=guarded, follow_redirects=False, trust_env=False)
 
     def body(self, message: Message) -> bytes:
         """The request body: the message's envelope as compact JSON."""

@@ -275,3 +275,25 @@ async def test_a_real_receiver_verifies_every_delivery(
             m.id for m in await store.messages(saga_id=saga_id)
         ]
     assert all(envelope["id"] == mid for mid, envelope in handler.received)
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])
+async def test_an_insecure_sink_never_takes_a_proxy_from_the_environment(
+    store: Store,
+    clock: FakeClock,
+    sagas: RunSagas,
+    receiver: tuple[str, type[Receiver]],
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+) -> None:
+    # a signed delivery sent to a proxy named by the environment would leave the host; the
+    # one here refuses every connection, so only a direct delivery can arrive
+    monkeypatch.setenv(variable, "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    url, handler = receiver
+    await sagas(1, count=1)
+    async with WebhookSink(url, SECRET, allow_insecure=True) as sink:
+        report = await Relay(store, [sink], clock=clock, timeout=10).run(until_idle=True)
+    assert report.delivered == 2
+    assert len(handler.received) == 2
