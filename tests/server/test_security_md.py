@@ -1,0 +1,53 @@
+"""SECURITY.md's role table names every power of every role: each route a role may act
+through (``test_route_authz.TABLE``, the table the suite walks) appears in its row."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from test_route_authz import ADMIN, TABLE
+
+from pivotal.principals import Role
+
+# -- SECURITY.md's role table names every power ----------------------------------------------
+
+# what a route's last segment is called in SECURITY.md's role table
+POWER = {
+    "validate": "validate",
+    "sagas": "submit",
+    "approve": "approve",
+    "reject": "reject",
+    "retry": "retry",
+    "resolve": "resolve",
+    "resume": "resume",
+    "abort": "abort",
+    "rerun": "re-run",
+    "events": "event log",
+    "workers": "workers view",
+    "report": "report",
+}
+
+
+def security_rows() -> dict[Role, str]:
+    text = (Path(__file__).parents[2] / "SECURITY.md").read_text()
+    rows = {}
+    for role in Role:
+        found = re.search(rf"^\| `{role.value}` \| (.*) \|$", text, re.M)
+        assert found, f"SECURITY.md's role table has no row for {role.value}"
+        rows[role] = found[1]
+    return rows
+
+
+def test_security_md_names_every_power_of_every_role() -> None:
+    rows = security_rows()
+    missing = []
+    for (method, path), row in TABLE.items():
+        last = path.rstrip("/").rsplit("/", 1)[-1]
+        acts = method == "POST" or last in ("events", "workers", "report")
+        if row.kind != "token" or not acts or last not in POWER:
+            continue
+        for role in row.allowed - {ADMIN}:
+            if POWER[last] not in rows[role]:
+                missing.append(f"{role.value}: {POWER[last]} ({method} {path})")
+    assert missing == [], "SECURITY.md's role table does not say: " + "; ".join(missing)
