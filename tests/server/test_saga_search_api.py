@@ -95,6 +95,8 @@ async def test_an_agent_may_not_search(ledger: Store, as_role: Clients) -> None:
         ("cursor=WyJjcmVhdGVkIiwiZGVzYyIsIk5hTiIsInMxIl0", "invalid_cursor", "not one"),
         ("catalogue=x&offset=2", "invalid_filter", "page a search by cursor"),
         ("limit=501", "invalid_input", "limit"),
+        ("statuss=needs_human", "invalid_filter", "unknown filter 'statuss'"),
+        ("status=running&Catalogue=x", "invalid_filter", "unknown filter 'Catalogue'"),
     ],
 )
 async def test_a_bad_filter_is_a_clear_422(

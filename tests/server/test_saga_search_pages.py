@@ -122,6 +122,7 @@ async def test_pages_of_200_end_with_a_next_page_link(store: Store, login: Login
         ({"reason": "x" * 10_000}, "longer than 200"),
         ({"cursor": "not-a-cursor"}, "not one a page of sagas ended with"),
         ({"about": "order_id"}, "NAME=VALUE"),
+        ({"statuss": "needs_human"}, "unknown filter 'statuss'"),
     ],
 )
 async def test_a_bad_filter_says_why(

@@ -22,7 +22,7 @@ import binascii
 import datetime as dt
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
@@ -111,11 +111,7 @@ class SagaFilter:
         (a repeatable one as a list); times as ``moments.parse_moment`` reads them (``7d``,
         ``24h``, an ISO date or date-time, UTC unless it says). Blank values are absent.
         ``InvalidFilter`` for anything else, naming what is accepted."""
-        unknown = sorted(set(given) - set(FIELDS))
-        if unknown:
-            raise InvalidFilter(
-                f"unknown filter {unknown[0][:40]!r}; filters are: {', '.join(FIELDS)}"
-            )
+        refuse_unknown(given)
         values: dict[str, Any] = {}
         statuses = [_text(s, "status") for s in _many(given.get("status"), "status")]
         values["status"] = tuple(dict.fromkeys(_status(s) for s in _split(statuses)))
@@ -366,6 +362,19 @@ class SagaFilter:
 
 
 FIELDS = tuple(f.name for f in fields(SagaFilter))
+PAGING = ("cursor", "limit", "offset")  # what a surface pages a search by, beside FIELDS
+
+
+def refuse_unknown(names: Iterable[str], paging: Iterable[str] = ()) -> None:
+    """``InvalidFilter`` for the first of ``names`` that is neither a filter (``FIELDS``)
+    nor one of ``paging``: a misspelt filter is refused, never quietly ignored (which
+    would answer every saga)."""
+    known = {*FIELDS, *paging}
+    unknown = sorted(n for n in names if n not in known)
+    if unknown:
+        raise InvalidFilter(f"unknown filter {unknown[0][:40]!r}; filters are: {', '.join(FIELDS)}")
+
+
 _ACTOR_TYPES = tuple(a.value for a in ActorType)
 _STATUSES = tuple(s.value for s in SagaStatus)
 _LONG = f"at most {MAX_CURSOR} characters"

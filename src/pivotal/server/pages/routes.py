@@ -44,7 +44,7 @@ from pivotal.store.planning_records import (
     EscalationNotFound,
     EscalationStatus,
 )
-from pivotal.store.search import FIELDS, SagaFilter
+from pivotal.store.search import FIELDS, PAGING, SagaFilter, refuse_unknown
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -360,6 +360,7 @@ async def sagas(request: Request) -> Response:
         "shown": SHOWN,
     }
     try:
+        refuse_unknown(query.keys(), PAGING)
         wanted = SagaFilter.parse(given, ctx.clock.now())
         found = await ctx.store.search_sagas(wanted, SHOWN, query.get("cursor") or None)
     except InvalidInput as exc:  # a bad filter or cursor: the form again, saying why

@@ -28,7 +28,7 @@ from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
 from pivotal.server.errors import AUTHED, responses
 from pivotal.server.limits import Page, page
-from pivotal.store.search import InvalidFilter, SagaFilter
+from pivotal.store.search import PAGING, InvalidFilter, SagaFilter, refuse_unknown
 from pivotal.validation import validate_bounded
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=responses(*AUTHED))
@@ -170,6 +170,7 @@ Text = Annotated[str | None, Query()]
 
 @router.get("/sagas", response_model=SagaPage)
 async def list_sagas(
+    request: Request,
     ctx: Ctx,
     who: Reader,
     pages: Annotated[Page, Depends(page)],
@@ -204,6 +205,7 @@ async def list_sagas(
     every filter at once, see ``store.search``), a page at a time: ``next_cursor`` starts the
     next. ``offset`` pages only the plain listing (at most one status, newest first). 422
     ``invalid_filter`` or ``invalid_cursor`` names what is wrong."""
+    refuse_unknown(request.query_params.keys(), PAGING)
     given = SagaFilter.given(locals())
     wanted = SagaFilter.parse(given, ctx.clock.now())
     if pages.offset:  # the listing as it always paged, by offset
