@@ -6,6 +6,7 @@ a hold whose age is known after a crash."""
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Awaitable
 from typing import Any
 
@@ -129,6 +130,10 @@ async def test_a_client_library_timeout_leaves_the_call_in_doubt_until_it_cannot
     waits = [e for e in events if e.type is EventType.UNDO_RETRY_SCHEDULED and e.at < undo.at]
     assert waits
     assert all(e.data.get("doubt_until") is None for e in waits)
+    # what a person reads says when in words, never as a raw timestamp
+    told = [str(e.data["error"]) for e in events if "take effect until" in str(e.data.get("error"))]
+    assert told
+    assert all(re.search(r"until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", t) for t in told), told
 
 
 async def test_a_step_that_is_not_repeatable_is_not_called_again_after_a_transient_error(

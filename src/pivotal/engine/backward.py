@@ -188,7 +188,7 @@ class Backward(Forward):
                 EventType.UNDO_RETRY_SCHEDULED,
                 index,
                 rec.undo_attempts,
-                error=f"{rec.name} (step {index}) may still take effect until {until:.3f}",
+                error=f"{rec.name} (step {index}) may still take effect until {moment(until)}",
                 next_attempt_at=until,
                 doubt_until=rec.undo_doubt_until,
             )
@@ -223,7 +223,7 @@ class Backward(Forward):
                 EventType.UNDO_RETRY_SCHEDULED,
                 index,
                 attempt,
-                error=f"{error}; it may still take effect until {at:.3f}",
+                error=f"{error}; it may still take effect until {moment(at)}",
                 next_attempt_at=at,
                 doubt_until=at,
             )

@@ -13,6 +13,7 @@ from pivotal.engine.calls import Abandoned, Calls, Cancelled
 from pivotal.engine.journal import Suspended
 from pivotal.engine.machine import MAY_HAVE_LANDED, Do, End, Facts, Found, Phase, decide, may_start
 from pivotal.engine.values import _outcome_name, describe, jsonable
+from pivotal.holds import moment
 from pivotal.hooks import Point
 from pivotal.outbox import ANNOUNCE_FAILED, checked_announcements
 from pivotal.retry import Outcome, RetryPolicy, classify
@@ -184,7 +185,7 @@ class Forward(Calls):
                 EventType.STEP_RETRY_SCHEDULED,
                 index,
                 attempt,
-                error=f"{error}; it may still take effect until {(doubt or at):.3f}",
+                error=f"{error}; it may still take effect until {moment(doubt or at)}",
                 next_attempt_at=at,
                 doubt_until=doubt,
                 running=end in _RUNNING,
