@@ -4,21 +4,15 @@ writes), ``calls`` (calls into a step's code), ``gates`` (what is asked before a
 ``forward`` and ``backward`` (a step run to its outcome; compensation and dead letters), and
 ``driver`` (the one loop that carries the machine's decisions out, for every path)."""
 
-from pivotal.engine.driver import (
-    Abandoned,
-    AlreadyCreated,
-    Creation,
-    Driver,
-    RunOptions,
-    Suspended,
-    describe,
-    gate_of,
-    jsonable,
-    point_of_no_return,
-)
+from pivotal.engine.calls import Abandoned, Cancelled
+from pivotal.engine.driver import Driver
+from pivotal.engine.gates import gate_of, point_of_no_return
+from pivotal.engine.journal import AlreadyCreated, Creation, RunOptions, Suspended
+from pivotal.engine.values import describe, jsonable
 
 __all__ = [
     "Abandoned",
+    "Cancelled",
     "AlreadyCreated",
     "Creation",
     "RunOptions",

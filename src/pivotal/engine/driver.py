@@ -10,28 +10,14 @@ import asyncio
 import contextlib
 
 from pivotal.engine.backward import Backward
-from pivotal.engine.calls import Abandoned, Cancelled
-from pivotal.engine.gates import Gates, gate_of, point_of_no_return
-from pivotal.engine.journal import AlreadyCreated, Creation, RunOptions, Suspended
+from pivotal.engine.gates import Gates, point_of_no_return
+from pivotal.engine.journal import Suspended
 from pivotal.engine.machine import Do, Facts, Outcome, Phase, decide
-from pivotal.engine.values import describe, jsonable
 from pivotal.errors import VersionConflict
 from pivotal.hooks import Point
 from pivotal.state import EventType, SagaState, SagaStatus, StepStatus
 
-__all__ = [
-    "Abandoned",
-    "AlreadyCreated",
-    "Cancelled",
-    "Creation",
-    "RunOptions",
-    "Driver",
-    "Suspended",
-    "describe",
-    "gate_of",
-    "jsonable",
-    "point_of_no_return",
-]
+__all__ = ["Driver"]
 
 
 _MAX_RELOADS = 5  # version conflicts (a decision written meanwhile) one pass absorbs
