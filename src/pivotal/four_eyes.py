@@ -7,7 +7,13 @@ approver's pages, the CLI and anything built later share it: a surface only maps
 person tries (the page hides its approve form and says why). Rejecting is not restricted:
 anyone allowed to decide may say no (it only compensates).
 
-People are compared by ``principals.canonical_person``: "Alice" and "alice\\u200b " are one.
+Whoever asked for the saga to run again may not approve it either: the person who asked
+for the re-run of a compensated saga (``provenance.rerun_of.by``, which ``Orchestrator.rerun``
+records) and every person who resumed it after it was parked (the ``saga_resumed`` events'
+``by``). Else one could reject a saga, re-run it and approve the re-run alone.
+
+People are compared by ``principals.canonical_person``: "Alice", "alice\\u200b " and
+"\\u0430lice" (a Cyrillic "a") are one; a name that folds to nothing names no one.
 
 A plan may have to name the person it is for (``provenance.on_behalf_of``): an agent's token
 may require it on every submission (``require_on_behalf_of``, checked by each surface that
@@ -19,21 +25,24 @@ validated).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pivotal.errors import FourEyesError, OnBehalfOfRequired
 from pivotal.principals import canonical_person
-from pivotal.state import ApprovalStatus
+from pivotal.state import ApprovalStatus, Event, EventType
 
 if TYPE_CHECKING:
     from pivotal.plan import Plan
     from pivotal.store.base import StoredSaga
 
 
-def why_not(approver: str, saga: StoredSaga) -> str | None:
+def why_not(approver: str, saga: StoredSaga, events: Iterable[Event]) -> str | None:
     """Why ``approver`` may not approve ``saga`` (four-eyes), or None when they may: the
-    principal that submitted it, the person it was asked for on behalf of, and whoever
-    approved it already (an approval that needs two needs two distinct people) may not."""
+    principal that submitted it, the person it was asked for on behalf of, whoever asked
+    for it to run again (its re-run, or a resume: read from ``events``, the saga's event
+    log) and whoever approved it already (an approval that needs two needs two distinct
+    people) may not."""
     who = canonical_person(approver)
     saga_id = saga.state.saga_id
     provenance = saga.plan.provenance
@@ -41,6 +50,14 @@ def why_not(approver: str, saga: StoredSaga) -> str | None:
         return f"{approver} submitted saga {saga_id} and cannot approve it too"
     if provenance.on_behalf_of is not None and who == canonical_person(provenance.on_behalf_of):
         return f"saga {saga_id} was asked for on behalf of {approver}, who cannot approve it too"
+    rerun = provenance.rerun_of
+    if rerun is not None and who == canonical_person(rerun.by):
+        return (
+            f"{approver} asked for saga {saga_id} (the plan of saga {rerun.saga_id} run again) "
+            "and cannot approve it too"
+        )
+    if who in resumed_by(events):
+        return f"{approver} resumed saga {saga_id} and cannot approve it too"
     approval = saga.state.approval
     if approval is not None and who in {canonical_person(a) for a in approval.approved_by}:
         other = "a second" if len(approval.approved_by) == 1 else "another"
@@ -50,6 +67,15 @@ def why_not(approver: str, saga: StoredSaga) -> str | None:
             "person must approve it; nothing was recorded"
         )
     return None
+
+
+def resumed_by(events: Iterable[Event]) -> set[str]:
+    """The canonical names of everyone who resumed the saga of ``events``."""
+    return {
+        canonical_person(str(e.data.get("by", "")))
+        for e in events
+        if e.type is EventType.SAGA_RESUMED
+    } - {""}
 
 
 def already_decided(saga: StoredSaga) -> str | None:
@@ -81,16 +107,24 @@ def _when(at: float | None) -> str:
     return " at " + dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def check(approver: str, saga: StoredSaga) -> None:
-    """``FourEyesError`` with the reason when ``approver`` may not approve ``saga``."""
-    reason = why_not(approver, saga)
+def check(approver: str, saga: StoredSaga, events: Iterable[Event]) -> None:
+    """``FourEyesError`` with the reason when ``approver`` may not approve ``saga`` (whose
+    event log is ``events``)."""
+    reason = why_not(approver, saga, events)
     if reason is not None:
         raise FourEyesError(reason)
 
 
 def names_whom(plan: Plan) -> bool:
-    """Whether the plan names the person it is for (a name of only blanks names no one)."""
+    """Whether the plan names the person it is for (a name that folds to nothing, such as
+    blanks or a soft hyphen, names no one)."""
     return bool(canonical_person(plan.provenance.on_behalf_of or ""))
+
+
+def names_no_one(plan: Plan) -> bool:
+    """Whether the plan gives ``on_behalf_of`` as a name that folds to nothing (blanks, a
+    soft hyphen, a direction mark): refused wherever a plan is checked, required or not."""
+    return plan.provenance.on_behalf_of is not None and not names_whom(plan)
 
 
 def require_on_behalf_of(plan: Plan, submitter: str) -> None:

@@ -166,7 +166,7 @@ class Orchestrator:
         caller aborts it then, if it still can); another plan raises ``SagaConflict``.
         """
         await synced(self.clock)  # times below are the ledger's
-        if not by.strip() or not reason.strip():
+        if not canonical_person(by) or not reason.strip():
             raise InvalidInput("aborting a saga needs who aborted it and why")
         _check_id(saga_id)
         existing = await self.store.load(saga_id) if saga_id is not None else None
@@ -527,7 +527,7 @@ class Orchestrator:
     async def resolve_dead_letter(self, dead_letter_id: int, by: str, reason: str) -> None:
         """Record that a person settled a parked undo by hand, and why."""
         await synced(self.clock)  # times below are the ledger's
-        if not by.strip() or not reason.strip():
+        if not canonical_person(by) or not reason.strip():
             raise InvalidInput("resolving a dead letter needs who resolved it and why")
         letter = await self._dead_letter(dead_letter_id)
         if letter.status != "open":
@@ -550,9 +550,10 @@ class Orchestrator:
         """Grant the pending approval; with ``run`` the saga goes on in this process.
 
         Four-eyes (``four_eyes.check``, for every surface): the saga's submitter, the person
-        it was asked for on behalf of, and an approver who approved it already (an approval
-        that needs two approvers needs two distinct people) are refused with
-        ``FourEyesError``, people compared by their canonical name; nothing is recorded. An
+        it was asked for on behalf of, whoever asked for it to run again (its re-run, or a
+        resume) and an approver who approved it already (an approval that needs two
+        approvers needs two distinct people) are refused with ``FourEyesError``, people
+        compared by their canonical name; nothing is recorded. An
         approval that needs two approvers stays pending after the first. An approval that
         arrives after the request expired is recorded as expired and the saga compensates.
         With ``version`` (the saga version the approver was shown) the decision is refused
@@ -604,8 +605,8 @@ class Orchestrator:
                 four_eyes.already_decided(stored)
                 or f"saga {saga_id} is {state.status.value}, not awaiting an approval decision"
             )
-        if approve:  # four-eyes, for every surface: here, once
-            four_eyes.check(approver, stored)
+        if approve:  # four-eyes, for every surface: here, once (resumes are in the log)
+            four_eyes.check(approver, stored, await self.store.events(saga_id))
         saga_run = self._pass(stored, None)
         now = self.clock.now()
         step_name = state.steps[approval.step].name
@@ -672,7 +673,7 @@ class Orchestrator:
         saga awaiting approval is rejected instead, and past the point of no return nothing
         is undone. The write is fenced by version: a pass running meanwhile reloads."""
         await synced(self.clock)  # times below are the ledger's
-        if not by.strip() or not reason.strip():
+        if not canonical_person(by) or not reason.strip():
             raise InvalidInput("aborting a saga needs who aborted it and why")
         stored = await self.get(saga_id)
         state = stored.state
@@ -751,7 +752,7 @@ class Orchestrator:
         return saga_run.state
 
     async def _parked(self, saga_id: str, by: str, reason: str) -> StoredSaga:
-        if not by.strip() or not reason.strip():
+        if not canonical_person(by) or not reason.strip():
             raise InvalidInput("a decision on a parked saga needs who decided and why")
         stored = await self.get(saga_id)
         if stored.state.status is not SagaStatus.NEEDS_HUMAN:

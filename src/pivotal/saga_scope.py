@@ -14,12 +14,15 @@ ways: ``submit`` and ``find`` take the agent's id, ``shown``/``view`` give it ba
 
 Sagas an agent submitted before ids were scoped keep their bare id: ``find`` reads them, and
 ``submit`` of the same id returns (or refuses, 409) the agent's own one instead of running
-the plan a second time; another agent's bare id is ignored, as if it did not exist."""
+the plan a second time; another agent's bare id is ignored, as if it did not exist. So do
+the sagas stored before canonical names folded look-alike characters and every
+default-ignorable one (``earlier_namespace``): they keep the namespace they were given."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from typing import TYPE_CHECKING
 
 from pivotal.agent_view import SagaView, agent_saga
@@ -43,11 +46,26 @@ ID_RULE = f"1-{MAX_ID} characters of letters, digits, '_', '.', '-'"
 
 def namespace(agent: str) -> str:
     """The prefix of every stored id of ``agent``'s sagas (ending with ``.``)."""
-    person = canonical_person(agent)
+    return _namespace_of(canonical_person(agent))
+
+
+def _namespace_of(person: str) -> str:
     slug = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "-" for c in person)
     slug = slug[:SLUG_LEN].strip("-") or "agent"
     digest = hashlib.sha256(person.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_LEN]
     return f"{slug}.{digest}."
+
+
+# the characters the canonical name removed before it removed every default-ignorable one
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+
+
+def earlier_namespace(agent: str) -> str:
+    """The namespace ``agent``'s sagas were stored under while canonical names only folded
+    compatibility forms, case and five zero-width characters: an address of sagas stored
+    then, never a test of who is who (``owns`` is)."""
+    visible = unicodedata.normalize("NFKC", agent).translate(_ZERO_WIDTH)
+    return _namespace_of(unicodedata.normalize("NFKC", visible.casefold()).strip())
 
 
 def check(given: str) -> None:
@@ -64,8 +82,16 @@ def scoped(agent: str, given: str) -> str:
 
 def shown(agent: str, saga_id: str) -> str:
     """The id ``agent`` knows a stored saga by: without its own namespace."""
-    prefix = namespace(agent)
-    return saga_id[len(prefix) :] if saga_id.startswith(prefix) else saga_id
+    for prefix in _namespaces(agent):
+        if saga_id.startswith(prefix):
+            return saga_id[len(prefix) :]
+    return saga_id
+
+
+def _namespaces(agent: str) -> list[str]:
+    """Where ``agent``'s sagas may be stored: its namespace, then the one it had before."""
+    now, before = namespace(agent), earlier_namespace(agent)
+    return [now] if before == now else [now, before]
 
 
 def owns(agent: str, stored: StoredSaga) -> bool:
@@ -88,9 +114,10 @@ async def find(
     whether or not another's exists. ``check_owner=False`` (an unauthenticated local
     client) reads a bare id whoever submitted it."""
     if _ID.match(given):
-        stored = await store.load(namespace(agent) + given)
-        if stored is not None and (not check_owner or owns(agent, stored)):
-            return stored
+        for prefix in _namespaces(agent):
+            stored = await store.load(prefix + given)
+            if stored is not None and (not check_owner or owns(agent, stored)):
+                return stored
     if len(given) > MAX_STORED:
         return None
     stored = await store.load(given)
@@ -112,10 +139,13 @@ async def submit(
     else:
         saga_id = scoped(agent, given)
         existed = await store.load(saga_id) is not None
-        if not existed:
-            legacy = await store.load(given)
+        # submitted before ids were scoped, or before names folded look-alikes: the same saga
+        for earlier in [p + given for p in _namespaces(agent)[1:]] + [given]:
+            if existed:
+                break
+            legacy = await store.load(earlier)
             if legacy is not None and owns(agent, legacy):
-                saga_id = given  # submitted before ids were scoped: the same saga
+                saga_id = earlier
                 existed = True
     try:
         state = await orchestrator.submit(plan, saga_id=saga_id)

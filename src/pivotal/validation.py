@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pivotal.catalogue import KIND_ORDER, Catalogue, StepKind
+from pivotal.four_eyes import names_no_one
 from pivotal.identity import NOT_CANONICAL
 from pivotal.plan import FlatCall, ParallelGroup, Plan, PlanLimits
 from pivotal.plan_errors import ErrorCode, PlanError
@@ -221,6 +222,16 @@ def checked(
                         name,
                     )
                 )
+    if names_no_one(plan):  # given, but as blanks or invisible characters: no person
+        errors.append(
+            PlanError(
+                ErrorCode.ON_BEHALF_OF_REQUIRED,
+                "provenance.on_behalf_of names no one (it is only blanks or characters "
+                "that show as nothing): give the name of the person the plan is for, or "
+                "leave it out",
+                path="provenance.on_behalf_of",
+            )
+        )
     # each call first, then the plan as a whole and the request it serves
     if not errors and (catalogue.rules or plan.provenance.about):
         errors.extend(check_rules(plan, catalogue, facts))

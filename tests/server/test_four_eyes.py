@@ -172,7 +172,7 @@ async def test_the_orchestrator_refuses_every_four_eyes_case_with_folded_names(
         ("\uff21LICE", "on behalf of"),
         ("planner-7 ", "submitted saga big"),
     ]:
-        assert why_not(who, stored) is not None
+        assert why_not(who, stored, ()) is not None
         with pytest.raises(FourEyesError, match=said) as refused:
             await orchestrator.approve("big", who, run=False, version=version)
         assert isinstance(refused.value, ApprovalError)
@@ -183,10 +183,10 @@ async def test_the_orchestrator_refuses_every_four_eyes_case_with_folded_names(
     assert first.approval is not None
     assert first.approval.approved_by == ("bob",)
     again = await orchestrator.get("big")
-    assert why_not("BOB\u200d", again) is not None
+    assert why_not("BOB\u200d", again, ()) is not None
     with pytest.raises(FourEyesError, match="already approved"):
         await orchestrator.approve("big", "BOB\u200d", run=False)
-    assert why_not("carol", again) is None
+    assert why_not("carol", again, ()) is None
     # rejecting is not four-eyes: the person it is for may say no
     rejected = await orchestrator.reject("big", "Alice", "not mine", run=False)
     assert rejected.status is SagaStatus.COMPENSATING

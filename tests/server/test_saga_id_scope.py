@@ -10,7 +10,7 @@ from server_api import Clients, add_token, as_json, plan_body
 from pivotal import FakeClock, Orchestrator, parse_plan
 from pivotal.plan import ActorType
 from pivotal.principals import Role
-from pivotal.saga_scope import MAX_ID, namespace, scoped, shown
+from pivotal.saga_scope import MAX_ID, earlier_namespace, namespace, scoped, shown
 from pivotal.store import Store
 
 
@@ -142,3 +142,38 @@ async def test_a_saga_submitted_before_ids_were_scoped_stays_its_agents(
     assert (own.status_code, own.json()["created"]) == (201, True)
     assert await store.load(scoped("other-agent", "old-1")) is not None
     assert len(await store.list_sagas()) == 2
+
+
+def test_look_alike_names_are_one_principal() -> None:
+    assert namespace("ann-bot") == namespace("\u0430nn-b\u00adot")  # a Cyrillic a, a soft hyphen
+    assert namespace("ann-bot") != namespace("anna-bot")
+
+
+async def test_a_saga_stored_before_names_folded_look_alikes_stays_its_agents(
+    orchestrator: Orchestrator, store: Store, clock: FakeClock, client: Any
+) -> None:
+    """ "m" looks like "rn": the canonical name of mcp-agent changed, so did its namespace;
+    its sagas stored under the one before are still its own, and not run a second time."""
+    assert earlier_namespace("mcp-agent") != namespace("mcp-agent")
+    plan = parse_plan(as_json(plan_body()))
+    stamped = plan.model_copy(
+        update={
+            "provenance": plan.provenance.model_copy(
+                update={"actor_type": ActorType.AGENT, "actor_id": "mcp-agent"}
+            )
+        }
+    )
+    stored_id = earlier_namespace("mcp-agent") + "order-9"
+    await orchestrator.submit(stamped, saga_id=stored_id)
+    agent = client(await add_token(store, "mcp-agent", Role.AGENT, clock))
+    seen = await agent.get("/v1/sagas/order-9")
+    assert (seen.status_code, seen.json()["saga_id"]) == (200, "order-9")
+    again = await agent.post("/v1/sagas?saga_id=order-9", content=as_json(plan_body()))
+    assert (again.status_code, again.json()["created"], again.json()["saga_id"]) == (
+        200,
+        False,
+        "order-9",
+    )
+    assert [s.saga_id for s in await store.list_sagas()] == [stored_id]
+    other = client(await add_token(store, "other-agent", Role.AGENT, clock))
+    assert (await other.get("/v1/sagas/order-9")).status_code == 404

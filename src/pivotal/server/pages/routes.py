@@ -267,7 +267,8 @@ async def _detail(
         steps=views.steps(stored),
         decision=views.decision(stored, catalogue, now, facts, shown),
         awaiting=stored.state.status is SagaStatus.AWAITING_APPROVAL,
-        four_eyes=why_not(who.name, stored),  # why this person may not approve, if so
+        # why this person may not approve, if so
+        four_eyes=why_not(who.name, stored, await ctx.store.events(saga_id)),
         stale=stale,
     )
 
