@@ -29,8 +29,9 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy src/pivotal
 
+# The 30 slowest tests are printed at the end: what to make faster first.
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=30
 
 # The slow lane CI runs after the suite: as many random fault schedules again, other ones
 # (5,000 on SQLite, 500 on PostgreSQL), with every fault kind mixed in; and every kind of
