@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from pivotal.kinds import StepKind
 from pivotal.redaction import redact
 from pivotal.state import ApprovalStatus, SagaState, SagaStatus, StepStatus
 
@@ -94,10 +95,13 @@ def told(state: SagaState, *, own: Callable[[str], bool] | None = None) -> Told 
             return Told(Reason.APPROVAL_REJECTED, f"a person rejected {step}; it did not run")
         return Told(Reason.APPROVAL_EXPIRED, f"nobody decided on {step} in time; it did not run")
     bad = next((r for r in state.steps if r.status in _ENDED_BADLY), None)
+    pnr = _point_of_no_return(state)
+    if bad is not None and status is SagaStatus.NEEDS_HUMAN and (pnr is None or bad.index < pnr):
+        bad = None  # parked for another cause (it made no progress, say)
     if bad is not None:
         where = f"{bad.name} (step {bad.index})"
         if status is SagaStatus.NEEDS_HUMAN:
-            if bad.kind == "pivot":
+            if bad.index == pnr:
                 return Told(
                     Reason.STEP_OUTCOME_UNKNOWN,
                     f"{where}, the point of no return, failed with an unknown outcome; an "
@@ -124,6 +128,16 @@ def told(state: SagaState, *, own: Callable[[str], bool] | None = None) -> Told 
 
 
 _ENDED_BADLY = (StepStatus.FAILED, StepStatus.UNKNOWN)
+
+
+def _point_of_no_return(state: SagaState) -> int | None:
+    """The pivot's index, else the first retriable step's: as ``engine.point_of_no_return``
+    decides it (the engine is not imported here: it imports the outbox, which imports this)."""
+    for kind in (StepKind.PIVOT.value, StepKind.RETRIABLE.value):
+        found = next((r.index for r in state.steps if r.kind == kind), None)
+        if found is not None:
+            return found
+    return None
 
 
 # -- announcements (the outbox) -------------------------------------------------------------
