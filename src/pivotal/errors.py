@@ -83,20 +83,27 @@ class PlanRejected(PivotalError):
 
 class RolloutRefused(PivotalError):
     """The catalogue's rollout refuses agent plans that expose this much; no saga was
-    recorded (a person may submit it, or the rollout be widened)."""
+    recorded (a person may submit it, or the rollout be widened). The message is what the
+    agent is told; ``detail``, what the plan exposed against which limit, is for people."""
 
     code = "rollout_refused"
+
+    def __init__(self, message: str | None = None, *, detail: str = "") -> None:
+        self.detail = detail
+        super().__init__(message)
 
 
 class RolloutShadowed(PivotalError):
     """The catalogue's rollout keeps agent plans that expose this much in shadow: the plan
     validated and was recorded as shadow planning run ``run_id``; no saga exists, nothing
-    runs. Not a failure of the plan: a person decides whether to carry it out."""
+    runs. Not a failure of the plan: a person decides whether to carry it out. The message
+    is what the agent is told; ``detail`` is for people."""
 
     code = "rollout_shadow"
 
-    def __init__(self, message: str, run_id: str) -> None:
+    def __init__(self, message: str, run_id: str, *, detail: str = "") -> None:
         self.run_id = run_id
+        self.detail = detail
         super().__init__(message)
 
 

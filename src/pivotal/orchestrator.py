@@ -12,7 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import replace
 
-from pivotal import four_eyes
+from pivotal import agent_reasons, four_eyes
 from pivotal.app import App
 from pivotal.catalogue import Catalogue, StepKind
 from pivotal.clock import Clock, SystemClock, follow_ledger, synced
@@ -256,13 +256,9 @@ class Orchestrator:
         code = RolloutShadowed.code if shadow else RolloutRefused.code
         run = _rollout_run(plan, self.clock.now(), shadow, code, why, setting, exposure)
         await self.store.record_run(run)
-        if shadow:
-            raise RolloutShadowed(
-                f"kept in shadow, not run: {why}. It validated and was recorded as shadow "
-                f"run {run.run_id}; a person decides whether to carry it out",
-                run.run_id,
-            )
-        raise RolloutRefused(f"refused: {why}. No saga was recorded")
+        if shadow:  # the agent is told the outcome, never the limit
+            raise RolloutShadowed(agent_reasons.kept_in_shadow(run.run_id), run.run_id, detail=why)
+        raise RolloutRefused(agent_reasons.refused_by_rollout(plan.catalogue), detail=why)
 
     async def _submission(
         self, plan: Plan, saga_id: str | None

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pivotal.agent_reasons import WAITING, Reason, announced
 from pivotal.errors import MessageError
 from pivotal.state import Event, EventType, SagaState
 
@@ -171,25 +172,28 @@ def _partial_undo(state: SagaState, e: Event) -> Message:
 
 
 def _announcement(state: SagaState, e: Event, kind: str) -> Message:
+    """The engine's announcement of ``e``: addressed to the agent that asked, it says why
+    as ``agent_view`` tells an agent (a reason code and Pivotal's words), never the policy
+    that asked a person, who decided or why, nor a step's error; people read those in the
+    ledger."""
     payload: dict[str, Any] = {
         "saga_id": state.saga_id,
         "catalogue": state.catalogue,
         "provenance_ref": state.provenance_ref,
-        "reason": e.data.get("reason"),
     }
     if e.type is EventType.APPROVAL_REQUESTED and e.step is not None:
         payload |= {
+            "reason": WAITING,
+            "reason_code": Reason.APPROVAL_PENDING.value,
             "step": e.step,
             "step_name": state.steps[e.step].name,
             "expires_at": e.data.get("expires_at"),
-            "required": e.data.get("required", 1),
         }
     else:
+        payload |= announced(state)
         payload["status"] = kind.removeprefix("saga.")
         if e.type in (EventType.SAGA_COMPENSATED, EventType.SAGA_COMPENSATION_FAILED):
             payload["compensating_since"] = state.compensating_since
-        if e.type is EventType.SAGA_RESOLVED:
-            payload["by"] = e.data.get("by")
     return Message(
         id=f"{state.saga_id}:{e.seq}",
         saga_id=state.saga_id,

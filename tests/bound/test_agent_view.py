@@ -6,11 +6,17 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 from harmful import fulfilment
 
+from agent_world import rollout, told
 from pivotal import Orchestrator
 from pivotal.agent_view import WAITING, SagaView
+from pivotal.errors import RolloutRefused, RolloutShadowed
+from pivotal.examples.commerce import CommerceApp
+from pivotal.planning import PlanRequest, ScriptedPlanner, plan_and_submit
 from pivotal.saga_scope import scoped, view
+from pivotal.store import Store
 
 MINE, UNDONE = scoped("agent-7", "mine"), scoped("agent-7", "undone")  # as stored
 
@@ -51,3 +57,22 @@ async def test_an_agent_sees_no_undo_key_note_or_provider_result(
     for secret in (":undo", "voided", "released", "authorization_id", '"res_', "events", "plan"):
         assert secret not in text, secret
     assert [s["reversed"] for s in seen["steps"][:2]] == [True, True]
+
+
+# -- the planning loop -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("above", ["shadow", "refuse"])
+async def test_the_planning_loop_is_told_the_rollout_outcome_not_its_limit(
+    above: str, orchestrator: Orchestrator, app: CommerceApp, store: Store
+) -> None:
+    app.catalogue("fulfilment").rollout = rollout(above)
+    request = PlanRequest(
+        text="please ship my order", context={"order_id": "4471"}, catalogue="fulfilment"
+    )
+    with pytest.raises((RolloutShadowed, RolloutRefused)) as raised:
+        await plan_and_submit(request, ScriptedPlanner([fulfilment()]), orchestrator)
+    assert raised.value.code == f"rollout_{'shadow' if above == 'shadow' else 'refused'}"
+    assert told(str(raised.value)) == [], str(raised.value)
+    assert "expos" not in str(raised.value)
+    assert await store.list_sagas() == []

@@ -73,9 +73,11 @@ async def test_an_agent_plan_above_the_limit_is_refused(
 ) -> None:
     limited("refuse")
     plan = by(checkout_plan("o-high", amount="80.00"), ActorType.AGENT)
-    with pytest.raises(RolloutRefused, match="not below the rollout limit 50") as refused:
+    with pytest.raises(RolloutRefused) as refused:
         await orchestrator.submit(plan, saga_id="high")
     assert refused.value.code == "rollout_refused"
+    assert "not below the rollout limit 50" in refused.value.detail  # for people
+    assert "50" not in refused.value.message  # the agent is told the outcome, not the limit
     assert await store.list_sagas() == []
     [run] = await rollout_runs(store)  # kept for the count, with no plan that could run
     assert run.outcome is PlanningOutcome.REJECTED

@@ -168,6 +168,7 @@ class SagaAgent(BaseAgent):
                 S.SAGA_ID: saga_id,
                 S.SAGA_STATUS: "planning",
                 S.SAGA_REASON: None,
+                S.SAGA_REASON_CODE: None,
                 S.SAGA_ABORT: None,
                 S.APPROVAL: None,
             }
@@ -180,7 +181,11 @@ class SagaAgent(BaseAgent):
             try:
                 submitted, lease = await self._submit(ctx, saga_id)
             except (PlanRejected, StageError) as exc:
-                rejected = {S.SAGA_STATUS: "rejected", S.SAGA_REASON: str(exc)}
+                rejected = {  # the validator's errors are the planner's to read
+                    S.SAGA_STATUS: "rejected",
+                    S.SAGA_REASON: str(exc),
+                    S.SAGA_REASON_CODE: exc.code,
+                }
                 yield invocation.event(rejected, f"not started: {exc}")
                 return
             except (RolloutRefused, RolloutShadowed) as exc:  # held back: a person decides

@@ -25,6 +25,7 @@ from google.adk.events import Event
 from pivotal.adk import stages as S
 from pivotal.adk.invocation import Invocation
 from pivotal.adk.stages import Decide
+from pivotal.agent_view import WAITING
 from pivotal.engine import RunOptions, describe
 from pivotal.errors import InvalidInput, LeaseLost, VersionConflict
 from pivotal.hooks import Point
@@ -73,14 +74,14 @@ class AgentDrive:
         self.stage_of = {n: act.stage for n, act in enumerate(invocation.acts)}
 
     def _view(self, state: SagaState, text: str = "") -> Event | None:
-        delta = S.view_delta(state, self.stage_of, self.ctx.session.state)
+        units = self.invocation.units
+        delta = S.view_delta(state, self.stage_of, self.ctx.session.state, units)
         if state.status is SagaStatus.AWAITING_APPROVAL and state.approval is not None:
-            a = state.approval
+            a = state.approval  # why a person decides, and who, is theirs (``agent_view``)
             approval = {
                 "step": state.steps[a.step].name,
-                "reason": a.reason,
+                "reason": WAITING,
                 "expires_at": a.expires_at,
-                "required": a.required,
             }
             if self.ctx.session.state.get(S.APPROVAL) != approval:
                 delta[S.APPROVAL] = approval
@@ -134,7 +135,9 @@ class AgentDrive:
             if state.status.terminal or state.status is SagaStatus.AWAITING_APPROVAL:
                 for note in self._skipped(state):
                     yield note
-                text = final_text(self.saga_id, state.status.value, state.reason)
+                told = S.told(state, self.invocation.units)
+                said = None if told is None else told.message
+                text = final_text(self.saga_id, state.status.value, said)
                 event = self._view(state, text)
                 if event is not None:
                     yield event

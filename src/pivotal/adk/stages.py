@@ -4,7 +4,8 @@ An ``Act`` is a catalogue step run by Pivotal's engine; a ``Decide`` is a model 
 ``LlmAgent``) that only decides; a ``Parallel`` (or an ADK ``ParallelAgent`` of acting stages,
 ``Act(...).agent()``) is a group of acting stages run concurrently. The session state is a
 view of the ledger, written through event state deltas: ``comp:<stage>`` records,
-``saga_status`` and ``saga_reason``.
+``saga_status``, ``saga_reason`` and ``saga_reason_code`` (as ``pivotal.agent_view`` tells an
+agent why: never the policy, a person's name or words, nor a step's error).
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events import Event
 from pydantic import ConfigDict, Field
 
+from pivotal import agent_view
+from pivotal.agent_view import Told
 from pivotal.errors import PivotalError
 from pivotal.state import SagaState, StepRecord, StepStatus, UndoStatus
 
 SAGA_ID = "pivotal_saga_id"
 SAGA_STATUS = "saga_status"
 SAGA_REASON = "saga_reason"
+SAGA_REASON_CODE = "saga_reason_code"
 SAGA_ABORT = "saga_abort"
 APPROVAL = "saga_approval"
 COMP_PREFIX = "comp:"
@@ -226,10 +230,26 @@ def comp_record(rec: StepRecord, saga_id: str) -> dict[str, Any]:
 _MAY_HAVE_EFFECT = (StepStatus.SUCCEEDED, StepStatus.UNKNOWN)
 
 
-def view_delta(state: SagaState, stage_of: Mapping[int, str], session: State) -> dict[str, Any]:
+def own_stops(units: Sequence[Stage]) -> Callable[[str], bool]:
+    """Whether a saga was stopped by one of these model stages (``adk:<stage>``, as the
+    agent writes its verdicts): the agent may read its own words back."""
+    mine = frozenset(f"adk:{u.stage}" for u in units if isinstance(u, Decide))
+    return mine.__contains__
+
+
+def told(state: SagaState, units: Sequence[Stage]) -> Told | None:
+    """Why the saga stands where it does, as an agent is told it (``pivotal.agent_view``):
+    never a step's error, who decided or why, unless the agent's own model stage did."""
+    return agent_view.told(state, own=own_stops(units))
+
+
+def view_delta(
+    state: SagaState, stage_of: Mapping[int, str], session: State, units: Sequence[Stage] = ()
+) -> dict[str, Any]:
     """The state delta that brings the session's view up to the ledger's ``state``: a
     ``comp:<stage>`` record per compensable step that took (or may have taken) effect, its
-    undo status once compensation ran, and the saga's status and reason."""
+    undo status once compensation ran, and the saga's status and reason as an agent is told
+    them (``saga_reason``, ``saga_reason_code``: ``told``)."""
     delta: dict[str, Any] = {}
     for rec in state.steps:
         if rec.kind != "compensable" or rec.index not in stage_of:
@@ -243,6 +263,10 @@ def view_delta(state: SagaState, stage_of: Mapping[int, str], session: State) ->
     status = state.status.value
     if session.get(SAGA_STATUS) != status:
         delta[SAGA_STATUS] = status
-    if session.get(SAGA_REASON) != state.reason:
-        delta[SAGA_REASON] = state.reason
+    why = told(state, units)
+    reason, code = (None, None) if why is None else (why.message, why.code.value)
+    if session.get(SAGA_REASON) != reason:
+        delta[SAGA_REASON] = reason
+    if session.get(SAGA_REASON_CODE) != code:
+        delta[SAGA_REASON_CODE] = code
     return delta

@@ -17,7 +17,7 @@ from mcp_types import CallToolResult
 from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema
 
 from pivotal import saga_scope
-from pivotal.catalogue_view import describe_catalogue
+from pivotal.agent_view import agent_catalogue
 from pivotal.errors import (
     InvalidInput,
     OnBehalfOfRequired,
@@ -80,7 +80,7 @@ class PlannerTools:
 
     async def list_catalogues(self) -> Annotated[CallToolResult, views.Catalogues]:
         """The catalogues plans may name, each with its description and step names."""
-        described = [describe_catalogue(c) for c in self.orchestrator.app]
+        described = [agent_catalogue(c) for c in self.orchestrator.app]
         entries = [
             views.CatalogueEntry(
                 catalogue=d.name, description=d.description, steps=[s.name for s in d.steps]

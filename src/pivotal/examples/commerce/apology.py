@@ -88,8 +88,7 @@ class ApologySender:
             raise ApologyError(
                 f"saga {message.saga_id} of message {message.id} is not in the ledger"
             )
-        reason = message.payload.get("reason")
-        why = reason if isinstance(reason, str) else stored.state.reason
+        why = stored.state.reason  # the ledger's words: the message tells an agent's view
         order = order_of(stored.plan)
         recipient = None if order is None else recipient_of(self.services, order)
         entry = Apology(message.id, message.saga_id, order, recipient, why, False, "")

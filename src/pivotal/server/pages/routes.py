@@ -479,7 +479,9 @@ async def rerun_saga(request: Request, saga_id: str) -> Response:
     except PlanRejected as exc:
         found = "; ".join(e.message for e in exc.errors[:5])
         return refused(request, who, 409, f"The plan no longer validates: {found}.")
-    except (InvalidInput, SagaConflict, RolloutRefused, RolloutShadowed) as exc:
+    except (RolloutRefused, RolloutShadowed) as exc:  # an operator reads why
+        return refused(request, who, 409, f"{exc.message} ({exc.detail})")
+    except (InvalidInput, SagaConflict) as exc:
         return refused(request, who, 409, exc.message)
     return to(f"/ui/sagas/{quote(state.saga_id, safe='')}?notice=rerun")
 

@@ -16,8 +16,8 @@ from pydantic import Field
 
 from pivotal import progress as live_progress
 from pivotal import saga_actions, saga_scope
-from pivotal.agent_view import WAITING
 from pivotal.agent_view import SagaView as AgentSagaView
+from pivotal.agent_view import agent_outcome
 from pivotal.errors import PlanRejected, RolloutShadowed, SagaNotFound
 from pivotal.four_eyes import require_on_behalf_of
 from pivotal.plan import ActorType, Plan, parse_plan
@@ -136,7 +136,9 @@ async def submit(
     A token that requires it refuses a plan that does not name the person it is for
     (``provenance.on_behalf_of``) with 422 ``on_behalf_of_required``. An agent's plan above
     its catalogue's rollout limit answers 202 ``rollout_shadow`` (kept in shadow, not run)
-    or 422 ``rollout_refused``."""
+    or 422 ``rollout_refused``. An agent is answered as ``pivotal.agent_view`` tells it: a
+    reason code and Pivotal's words, never the approval record, the limit or a person's
+    name."""
     plan = _as(parse_plan(body), who)
     if who.require_on_behalf_of:
         require_on_behalf_of(plan, who.name)
@@ -148,15 +150,15 @@ async def submit(
             state = await ctx.orchestrator.submit(plan, saga_id=saga_id)
     except RolloutShadowed as exc:  # accepted for review, not for running: 202, no saga
         shadow = {"shadowed": True, "code": exc.code, "run_id": exc.run_id}
+        if who.role is not Role.AGENT:  # a person reads why; an agent, only the outcome
+            shadow["detail"] = exc.detail
         return JSONResponse(shadow | {"message": exc.message}, status_code=202)
     if not created:
         response.status_code = 200
-    shown = views.outcome(state) | {"created": created}
-    if who.role is Role.AGENT:
-        shown["saga_id"] = saga_scope.shown(who.name, state.saga_id)
-        if state.approval is not None:  # why a person decides is theirs
-            shown["approval"] = asdict(state.approval) | {"reason": WAITING}
-    return shown
+    if who.role is Role.AGENT:  # the outcome, never the approval record (``agent_view``)
+        mine = saga_scope.shown(who.name, state.saga_id)
+        return agent_outcome(state) | {"saga_id": mine, "created": created}
+    return views.outcome(state) | {"created": created}
 
 
 class SagaPage(views.Page[views.SagaRow]):

@@ -2,8 +2,10 @@
 
 Each is described once, by ``pivotal.catalogue_view`` (as MCP's ``list_catalogues`` is):
 its steps with their kinds and argument schemas, its approval policy, its rollout and its
-rules, in words. By name it also carries what a planner is given (``planning.render``): the
-JSON Schema of a valid plan and the text. Never an undo, a lookup or a check's code."""
+rules, in words; to an agent, as ``pivotal.agent_view`` describes it (its approval policy
+and rollout said to exist, never their numbers). By name it also carries what a planner is
+given (``planning.render``): the JSON Schema of a valid plan and the text. Never an undo, a
+lookup or a check's code."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from pivotal.catalogue_view import describe_catalogue
+from pivotal.agent_view import agent_catalogue
+from pivotal.catalogue import Catalogue
+from pivotal.catalogue_view import CatalogueDescription, describe_catalogue
 from pivotal.planning.render import render_catalogue
 from pivotal.principals import Role
 from pivotal.server.auth import READERS, Principal, allow
@@ -61,10 +65,17 @@ class CatalogueDetail(CatalogueEntry):
     text: str = Field(description="The catalogue as a planner reads it.")
 
 
+def _described(catalogue: Catalogue, who: Principal) -> CatalogueDescription:
+    """An agent reads a catalogue as ``agent_view`` describes it (the approval policy and
+    the rollout only said to exist); people read their thresholds and limits."""
+    return agent_catalogue(catalogue) if who.role is Role.AGENT else describe_catalogue(catalogue)
+
+
 @router.get("", response_model=CatalogueList)
 async def catalogues(ctx: Ctx, who: Anyone) -> dict[str, Any]:
-    """Every catalogue this server serves, described."""
-    return {"items": [describe_catalogue(c).as_dict() for c in ctx.orchestrator.app]}
+    """Every catalogue this server serves, described (for an agent, without its policy's
+    numbers)."""
+    return {"items": [_described(c, who).as_dict() for c in ctx.orchestrator.app]}
 
 
 @router.get("/{name}", response_model=CatalogueDetail, responses=responses(404))
@@ -76,7 +87,7 @@ async def catalogue(ctx: Ctx, who: Anyone, name: str) -> dict[str, Any]:
         known = ", ".join(sorted(ctx.orchestrator.app.catalogues)) or "none"
         raise CatalogueNotFound(f"no catalogue named {name[:200]!r}; known: {known}")
     view = render_catalogue(found)
-    return describe_catalogue(found).as_dict() | {
+    return _described(found, who).as_dict() | {
         "catalogue": view.catalogue,
         "schema": view.schema,
         "text": view.text,

@@ -11,12 +11,12 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from pivotal import saga_actions
-from pivotal.errors import RolloutShadowed
+from pivotal.errors import RolloutRefused, RolloutShadowed
 from pivotal.principals import Role
 from pivotal.server import views
 from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
-from pivotal.server.errors import AUTHED, DeadLetterNotFound, responses
+from pivotal.server.errors import AUTHED, DeadLetterNotFound, error_body, responses, status_of
 from pivotal.server.limits import Page, page
 from pivotal.store.planning_records import EscalationStatus
 
@@ -177,9 +177,13 @@ async def rerun(ctx: Ctx, who: Operator, saga_id: str) -> dict[str, Any] | JSONR
     any other status."""
     try:
         state = await ctx.orchestrator.rerun(saga_id, who.name)
-    except RolloutShadowed as exc:  # as POST /v1/sagas answers it
+    except RolloutShadowed as exc:  # as POST /v1/sagas answers it, and why, for a person
         shadow = {"shadowed": True, "code": exc.code, "run_id": exc.run_id}
-        return JSONResponse(shadow | {"message": exc.message}, status_code=202)
+        told = {"message": exc.message, "detail": exc.detail}
+        return JSONResponse(shadow | told, status_code=202)
+    except RolloutRefused as exc:
+        body = error_body(exc.code, exc.message, detail=exc.detail)
+        return JSONResponse(body, status_code=status_of(exc))
     return views.outcome(state) | {"rerun_of": saga_id}
 
 
