@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from pivotal.identity import finite_decimal
 from pivotal.kinds import StepKind
-from pivotal.plan import Plan
+from pivotal.plan import ParallelGroup, Plan, StepCall
 
 DAY = 24 * 3600.0
 
@@ -107,9 +107,38 @@ def _takes(catalogue: CatalogueLike, steps: Iterable[str], field: str) -> list[s
     return [s for s in steps if s in catalogue and field in catalogue[s].args_model.model_fields]
 
 
+def parsed(plan: Plan, catalogue: CatalogueLike) -> Plan:
+    """``plan`` with each call's arguments as its step's model reads them, defaults filled
+    in: what a plan moves is measured on this, never on the text a planner wrote (an amount
+    left out counts as its default, not as nothing). A call the catalogue cannot parse (a
+    step it lacks) keeps its arguments."""
+    items: list[StepCall | ParallelGroup] = []
+    for item in plan.steps:
+        if isinstance(item, ParallelGroup):
+            members = [_parsed_call(c, catalogue) for c in item.parallel]
+            items.append(item.model_copy(update={"parallel": members}))
+        else:
+            items.append(_parsed_call(item, catalogue))
+    return plan.model_copy(update={"steps": items})
+
+
+def _parsed_call(call: StepCall, catalogue: CatalogueLike) -> StepCall:
+    if call.name not in catalogue:
+        return call
+    parse = getattr(catalogue[call.name], "parse_args", None)
+    try:
+        args = parse(call.args) if callable(parse) else None
+    except Exception:
+        return call
+    if not isinstance(args, BaseModel):
+        return call
+    return call.model_copy(update={"args": args.model_dump()})
+
+
 def exposure_of(plan: Plan, field: str = "amount", counted: Iterable[str] | None = None) -> Decimal:
     """The total of ``field`` over the calls of ``plan`` (of the ``counted`` steps only, when
-    given): what a plan exposes, as ``ExposurePolicy`` and ``Rollout`` both measure it."""
+    given): what a plan exposes, as ``ExposurePolicy`` and ``Rollout`` both measure it. Give
+    it the plan ``parsed`` by its catalogue: a plan as written lacks its defaults."""
     names = None if counted is None else frozenset(counted)
     total = Decimal(0)
     for flat in plan.calls():
@@ -281,7 +310,9 @@ class Rollout:
             raise ValueError(f"above must be 'shadow' or 'refuse', not {self.above!r}")
 
     def exposure(self, plan: Plan, catalogue: CatalogueLike) -> Decimal:
-        """What ``plan`` exposes, measured as ``catalogue``'s approval policy measures it."""
+        """What ``plan`` exposes, measured as ``catalogue``'s approval policy measures it, on
+        its arguments as parsed (defaults filled in)."""
+        plan = parsed(plan, catalogue)
         approval = catalogue.approval
         if isinstance(approval, ThresholdPolicy):
             pivots = {s.name for s in catalogue if s.kind is not StepKind.COMPENSABLE}

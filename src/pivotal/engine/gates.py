@@ -12,7 +12,7 @@ from pivotal.engine.values import describe, describe_value
 from pivotal.holds import cover, expiry_cause, moment
 from pivotal.identity import identity_of
 from pivotal.plan import Plan
-from pivotal.policy import DAY, ApprovalRequirement, Window
+from pivotal.policy import DAY, ApprovalRequirement, Window, parsed
 from pivotal.state import ApprovalStatus, EventType, SagaState, SagaStatus, StepStatus
 from pivotal.validation import Recheck, recheck_bounded
 
@@ -186,10 +186,11 @@ class Gates(Journal):
                 )
             prior = found
         try:
+            plan = parsed(self.plan, self.catalogue)  # defaults count: never the text alone
             if across is not None:
-                need = policy(name, args, self.plan, prior=prior)  # type: ignore[call-arg]
+                need = policy(name, args, plan, prior=prior)  # type: ignore[call-arg]
             else:
-                need = policy(name, args, self.plan)
+                need = policy(name, args, plan)
             if need is not None and not isinstance(need, ApprovalRequirement):
                 raise TypeError(f"the policy returned {describe_value(need)}")
             if need is not None:
@@ -222,5 +223,8 @@ class Gates(Journal):
                 return None
             for other in others:
                 if other.status is not SagaStatus.COMPENSATED:
-                    found[other.saga_id] = other.plan
+                    same = other.plan.catalogue == self.catalogue.name
+                    found[other.saga_id] = (
+                        parsed(other.plan, self.catalogue) if same else other.plan
+                    )
         return list(found.values())
