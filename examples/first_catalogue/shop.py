@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fakeshop import FakeServices
 from pydantic import BaseModel, Field
 
-from pivotal import App, Catalogue, StepContext, ThresholdPolicy
+from pivotal import App, Catalogue, Moves, StepContext, ThresholdPolicy
 from pivotal.identity import MONEY, Email, OrderId
 from pivotal.policy import Window
 from pivotal.rules import Agree, AtMost, FromFact, Required, RequiresEarlier
@@ -79,7 +79,8 @@ def create_app(services: FakeServices | None = None) -> App:
         reply = svc.release(hold_key=ctx.action_key, key=ctx.key)
         return "hold released" if reply["released"] else "no hold to release"
 
-    @payments.pivot(lookup=find, precondition=unpaid)
+    # the value it takes: its amount, in euros, for its order (counted per order, below)
+    @payments.pivot(lookup=find, precondition=unpaid, moves=Moves(currency="EUR", per="order_id"))
     async def capture_payment(args: Payment, ctx: StepContext) -> dict[str, Any]:
         """Capture the held amount: the point of no return."""
         return svc.capture(args.order_id, args.amount, key=ctx.key)
