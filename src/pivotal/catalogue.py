@@ -455,6 +455,24 @@ class Catalogue:
                 raise CatalogueError(f"catalogue {self.name!r}: {reason}")
         self._check_bindings()
 
+    def unbounded_value(self) -> list[str]:
+        """The steps that move value (they declare ``moves``, or take an argument of money)
+        which no ``AtMost`` rule bounds: a plan may call them as often as its size allows."""
+        from pivotal.rules import AtMost
+
+        bounded = {rule.step for rule in self.rules if isinstance(rule, AtMost)}
+        return [
+            step.name
+            for step in self._steps.values()
+            if step.name not in bounded
+            and (
+                step.moves is not None
+                or any(
+                    kind_of(info) is ArgKind.MONEY for info in step.args_model.model_fields.values()
+                )
+            )
+        ]
+
     def unbound_arguments(self) -> list[tuple[str, str, ArgKind]]:
         """(step, argument, kind) of every argument of money or identity no rule binds."""
         return [
@@ -468,6 +486,15 @@ class Catalogue:
     def _check_bindings(self) -> None:
         if self.unbound == "allow":
             return
+        repeatable = self.unbounded_value()
+        if repeatable:
+            text = (
+                f"catalogue {self.name!r}: no rule bounds how often a plan may call "
+                f"{', '.join(repeatable)}, which move value; bound each (AtMost)"
+            )
+            if self.unbound == "refuse":
+                raise CatalogueError(text)
+            warnings.warn(text, UnboundArgument, stacklevel=3)
         loose = self.unbound_arguments()
         if not loose:
             return
