@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fakeshop import FakeServices
 from pydantic import BaseModel, Field
 
-from pivotal import App, Catalogue, StepContext, ThresholdPolicy
+from pivotal import App, Catalogue, Moves, StepContext, ThresholdPolicy
 from pivotal.identity import MONEY, Email, OrderId
 from pivotal.policy import Window
 from pivotal.rules import Agree, AtMost, FromFact, Required, RequiresEarlier
@@ -45,19 +45,23 @@ def create_app(services: FakeServices | None = None) -> App:
     payments = Catalogue(
         "payments",
         "Take a card payment for an order, then send the receipt.",
-        # a capture taking the order over 150 waits for a person, counting the other
-        # sagas for the same order (one payment split in two still waits)
-        approval=ThresholdPolicy(threshold=150, across=Window("order_id")),
+        # a capture taking the order over 150 EUR waits for a person, counting what the
+        # ledger holds reserved for the same order by other sagas over the last day, in
+        # any catalogue (one payment split in two still waits)
+        approval=ThresholdPolicy(threshold=150, currency="EUR", across=Window("order_id")),
         rules=[
             Required("capture_payment"),
             RequiresEarlier("capture_payment", "hold_payment"),
+            AtMost("hold_payment"),  # every step moving value: at most once per plan
             AtMost("capture_payment"),
             AtMost("send_receipt"),
             Agree("order_id"),
             FromFact("amount"),  # the hold and the capture: the order's total
             FromFact("email", steps=["send_receipt"]),  # the receipt: the order's customer
         ],
-        unbound="refuse",  # every amount and id above is bound, or the app does not load
+        # every amount and id above is bound, and every step moving value bounded
+        # (AtMost), or the app does not load
+        unbound="refuse",
     )
 
     async def find(args: BaseModel, ctx: StepContext) -> dict[str, Any] | None:
@@ -79,7 +83,8 @@ def create_app(services: FakeServices | None = None) -> App:
         reply = svc.release(hold_key=ctx.action_key, key=ctx.key)
         return "hold released" if reply["released"] else "no hold to release"
 
-    @payments.pivot(lookup=find, precondition=unpaid)
+    # the value it takes: its amount, in euros, for its order (counted per order, below)
+    @payments.pivot(lookup=find, precondition=unpaid, moves=Moves(currency="EUR", per="order_id"))
     async def capture_payment(args: Payment, ctx: StepContext) -> dict[str, Any]:
         """Capture the held amount: the point of no return."""
         return svc.capture(args.order_id, args.amount, key=ctx.key)

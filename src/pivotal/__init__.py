@@ -54,6 +54,7 @@ from pivotal.errors import (
     Transient,
     VersionConflict,
 )
+from pivotal.exposure import Moves, Rates
 from pivotal.orchestrator import Orchestrator
 from pivotal.outbox import Message
 from pivotal.plan import ActorType, Plan, Provenance, parse_plan
@@ -108,6 +109,8 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequirement",
     "ExposurePolicy",
+    "Moves",
+    "Rates",
     "Rollout",
     "ThresholdPolicy",
     "RetryPolicy",

@@ -6,10 +6,12 @@ import importlib
 import inspect
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from decimal import Decimal
 from typing import cast
 
 from pivotal.catalogue import Catalogue
 from pivotal.errors import AppLoadError, PivotalError, PlanRejected
+from pivotal.exposure import Rates
 from pivotal.plan_errors import ErrorCode, PlanError
 
 log = logging.getLogger("pivotal.app")
@@ -18,8 +20,17 @@ log = logging.getLogger("pivotal.app")
 class App:
     """The catalogues (each with its approval policy) that plans may name."""
 
-    def __init__(self, catalogues: Iterable[Catalogue], name: str = "app") -> None:
+    def __init__(
+        self,
+        catalogues: Iterable[Catalogue],
+        name: str = "app",
+        *,
+        rates: Rates | Mapping[tuple[str, str], Decimal] | None = None,
+    ) -> None:
         self.name = name
+        # exchange rates into the currencies the policies count in (``exposure.Rates``):
+        # an amount without a rate is never counted as 0
+        self.rates = rates if isinstance(rates, Rates) else Rates(rates or {})
         self.catalogues: dict[str, Catalogue] = {}
         for c in catalogues:
             if c.name in self.catalogues:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unp
 from pydantic import BaseModel
 
 from pivotal.errors import CatalogueError
+from pivotal.exposure import Moves
 from pivotal.identity import ArgKind, identity_of, kind_of
 from pivotal.kinds import KIND_ORDER as KIND_ORDER
 from pivotal.kinds import StepKind as StepKind
@@ -131,6 +132,7 @@ class StepOptions(TypedDict, total=False):
     retry_on: RetryPredicate
     no_effect_on: tuple[type[BaseException], ...]
     strict: bool
+    moves: Moves  # the value it moves: money, its currency, for which subject
 
 
 class UndoOptions(StepOptions, total=False):
@@ -221,6 +223,10 @@ class Step:
     # authorisation, a stock reservation with an expiry): seconds after it is made; see
     # ``pivotal.holds``
     lapses_after: float | None = None
+    # the value it moves (``exposure.Moves``): which argument is money, in which currency,
+    # for which subject (the order, the customer); counted by the policies and the rollout,
+    # and reserved in the ledger with the saga
+    moves: Moves | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").isalnum():
@@ -247,6 +253,10 @@ class Step:
             raise CatalogueError(f"step {self.name!r}: lookup_lag must be 0 or more")
         if self.lapses_after is not None:
             self._check_lapse(self.lapses_after)
+        if self.moves is not None:
+            if not isinstance(self.moves, Moves):
+                raise CatalogueError(f"step {self.name!r}: moves must be a Moves(...)")
+            self.moves.check(self.name, self.args_model)
         if self.announce is not None and not callable(self.announce):
             raise CatalogueError(
                 f"step {self.name!r}: announce must be a function (args, result) returning "
@@ -438,7 +448,30 @@ class Catalogue:
             raise CatalogueError(
                 f"catalogue {self.name!r}: its approval policy can never fire: {reason}"
             )
+        for policy in (self.approval, self.rollout):
+            named = getattr(policy, "undeclared", None)
+            reason = named(self) if callable(named) else None
+            if reason:
+                raise CatalogueError(f"catalogue {self.name!r}: {reason}")
         self._check_bindings()
+
+    def unbounded_value(self) -> list[str]:
+        """The steps that move value (they declare ``moves``, or take an argument of money)
+        which no ``AtMost`` rule bounds: a plan may call them as often as its size allows."""
+        from pivotal.rules import AtMost
+
+        bounded = {rule.step for rule in self.rules if isinstance(rule, AtMost)}
+        return [
+            step.name
+            for step in self._steps.values()
+            if step.name not in bounded
+            and (
+                step.moves is not None
+                or any(
+                    kind_of(info) is ArgKind.MONEY for info in step.args_model.model_fields.values()
+                )
+            )
+        ]
 
     def unbound_arguments(self) -> list[tuple[str, str, ArgKind]]:
         """(step, argument, kind) of every argument of money or identity no rule binds."""
@@ -453,6 +486,15 @@ class Catalogue:
     def _check_bindings(self) -> None:
         if self.unbound == "allow":
             return
+        repeatable = self.unbounded_value()
+        if repeatable:
+            text = (
+                f"catalogue {self.name!r}: no rule bounds how often a plan may call "
+                f"{', '.join(repeatable)}, which move value; bound each (AtMost)"
+            )
+            if self.unbound == "refuse":
+                raise CatalogueError(text)
+            warnings.warn(text, UnboundArgument, stacklevel=3)
         loose = self.unbound_arguments()
         if not loose:
             return

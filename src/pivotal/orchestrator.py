@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import replace
+from decimal import Decimal
 
 from pivotal import agent_reasons, four_eyes
 from pivotal.app import App
@@ -32,11 +33,21 @@ from pivotal.errors import (
     StoreError,
     VersionConflict,
 )
+from pivotal.exposure import (
+    Exposure,
+    Moved,
+    NoRate,
+    TooMany,
+    moved_by,
+    reserved_by_others,
+    subject_kind,
+)
 from pivotal.holds import expiry_cause
 from pivotal.hooks import Hook
 from pivotal.identity import identity_of
 from pivotal.lease import Lease, LeaseKeeper
 from pivotal.plan import ActorType, FlatCall, Plan
+from pivotal.policy import Rollout
 from pivotal.principals import canonical_person
 from pivotal.rerun import rerun_id, rerun_plan
 from pivotal.serving import catalogue_digest, unserved
@@ -240,25 +251,53 @@ class Orchestrator:
         if rollout is None or plan.provenance.actor_type is not ActorType.AGENT:
             return state, event, found
         catalogue = self.app.catalogue(plan.catalogue)
-        exposure = rollout.exposure(plan, catalogue)
         setting = rollout.describe()
-        if exposure < rollout.execute_below:
+        no_rate = ""
+        try:
+            moved = tuple(moved_by(found.calls, catalogue, found.args))
+            prior = await self._reserved(rollout, catalogue, moved, saga_id)
+            exposure: Decimal | None = rollout.measure(
+                Exposure(moved, prior, self.app.rates), catalogue
+            )
+        except (NoRate, TooMany) as exc:
+            exposure, no_rate = None, str(exc)
+        if exposure is not None and exposure < rollout.execute_below:
             marked = {"exposure": f"{exposure:f}", "setting": setting}
             event = replace(event, data={**event.data, "rollout": marked})
             return state, event, found
         if saga_id is not None and await self.store.load(saga_id) is not None:
             return state, event, found  # recorded before: a resubmission returns it as it is
-        why = (
-            f"the plan exposes {exposure:f}, not below the rollout limit "
-            f"{rollout.execute_below:f} of catalogue {plan.catalogue!r} ({setting})"
-        )
+        if exposure is None:
+            why = (
+                f"what the plan exposes cannot be counted ({no_rate}) for the rollout of "
+                f"catalogue {plan.catalogue!r} ({setting})"
+            )
+        else:
+            why = (
+                f"the plan exposes {exposure:f}, not below the rollout limit "
+                f"{rollout.execute_below:f} of catalogue {plan.catalogue!r} ({setting})"
+            )
         shadow = rollout.above == "shadow"
         code = RolloutShadowed.code if shadow else RolloutRefused.code
-        run = _rollout_run(plan, self.clock.now(), shadow, code, why, setting, exposure)
+        counted = exposure if exposure is not None else "uncountable"
+        run = _rollout_run(plan, self.clock.now(), shadow, code, why, setting, counted)
         await self.store.record_run(run)
         if shadow:  # the agent is told the outcome, never the limit
             raise RolloutShadowed(agent_reasons.kept_in_shadow(run.run_id), run.run_id, detail=why)
         raise RolloutRefused(agent_reasons.refused_by_rollout(plan.catalogue), detail=why)
+
+    async def _reserved(
+        self, rollout: Rollout, catalogue: Catalogue, moved: tuple[Moved, ...], saga_id: str | None
+    ) -> tuple[Moved, ...]:
+        """What other sagas hold reserved for the subjects ``moved`` names, over the
+        rollout's window (nothing without one). A saga racing this one may not be in the
+        ledger yet: the gate reads the reservations again once this saga is (``Gates``)."""
+        window = rollout.window_for(catalogue)
+        kind = subject_kind(catalogue, window.by) if window is not None else None
+        if window is None or kind is None:
+            return ()
+        since = self.clock.now() - window.seconds
+        return await reserved_by_others(self.store, moved, kind, since, window.limit, saga_id)
 
     async def _submission(
         self, plan: Plan, saga_id: str | None
@@ -293,6 +332,7 @@ class Orchestrator:
                     for f in found.calls
                 ],
                 **_subjects(catalogue, found.calls),
+                **_reserves(catalogue, found),
             },
         )
         return apply(None, event), event, found
@@ -495,6 +535,7 @@ class Orchestrator:
             creating=creating,
             checked=checked,
             facts=self.app.facts,
+            rates=self.app.rates,
         )
 
     # -- dead letters -------------------------------------------------------------------
@@ -800,6 +841,14 @@ def _subjects(catalogue: Catalogue, calls: list[FlatCall]) -> dict[str, dict[str
     if not named:
         return {}
     return {"subjects": {name: sorted(values) for name, values in sorted(named.items())}}
+
+
+def _reserves(catalogue: Catalogue, found: Checked) -> dict[str, list[dict[str, object]]]:
+    """``{"reserves": [...]}``: the value the plan moves as its steps declare it, from the
+    arguments as parsed (defaults filled in); the ledger reserves it per subject with the
+    saga, in the transaction that creates it. Nothing when it moves nothing."""
+    moved = moved_by(found.calls, catalogue, found.args)
+    return {"reserves": [m.to_json() for m in moved]} if moved else {}
 
 
 ROLLOUT_BATCH = "rollout"  # the batch id of the planning runs a rollout records (report.py)

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
-from pivotal.identity import finite_decimal
+from pivotal.exposure import (
+    NO_RATES,
+    Exposure,
+    Moved,
+    Moves,
+    Rates,
+    check_currency,
+    moved_by,
+)
+from pivotal.identity import ArgKind, finite_decimal, identity_of, kind_of
 from pivotal.kinds import StepKind
 from pivotal.plan import Plan
 
@@ -35,10 +44,12 @@ class ApprovalRequirement:
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """Which other sagas count toward a plan's exposure: those whose plans name the same
-    ``by`` (an order id, a customer: an argument declared as an entity) and that are still
-    going, or ended within ``seconds``; compensated sagas moved nothing and do not count.
-    When more than ``limit`` of them are found, they are not counted: a person decides."""
+    """Which other sagas count toward a plan's exposure: what the ledger holds reserved
+    for the subject the plan names as ``by`` (an order id, a customer: an argument its
+    value-moving steps declare in ``Moves(per=...)``), by sagas of any catalogue still
+    going or ended within ``seconds``. A reservation is released only by what reversed it
+    (see ``pivotal.exposure``). When more than ``limit`` reservations are found, they are
+    not counted: a person decides."""
 
     by: str = "order_id"
     seconds: float = DAY
@@ -57,13 +68,16 @@ class ApprovalPolicy(Protocol):
     only the pivot. A plan whose risk lies in steps it never reaches (a plan without a pivot)
     must be refused by a catalogue rule (``Required``), not by the policy. A policy may define
     ``never_fires(catalogue) -> str | None`` so that a catalogue on which it can never fire is
-    refused when its app is built.
+    refused when its app is built, and ``undeclared(catalogue) -> str | None`` so that one
+    naming what the catalogue's steps do not declare is refused too.
 
     Two optional attributes widen it. ``before``: step names before whose first call it is
     asked instead, when that call comes earlier than the point of no return (a charge that
-    can be refunded, but should not be made unapproved). ``across``: a ``Window``; the
-    policy is then called with ``prior=``, the plans of the other sagas it covers, so that
-    one payment split over several sagas does not pass under the threshold.
+    can be refunded, but should not be made unapproved). ``across``: a ``Window`` or None;
+    a policy that has the attribute is called with ``exposure=``, an
+    ``exposure.Exposure``: the value the plan moves as its steps declare it (``Moves``),
+    parsed and defaulted, and, with a window, what the ledger holds reserved for the same
+    subjects by other sagas, whatever their catalogue.
     """
 
     def __call__(self, step: str, args: BaseModel, plan: Plan) -> ApprovalRequirement | None: ...
@@ -81,6 +95,9 @@ class StepLike(Protocol):
     @property
     def args_model(self) -> type[BaseModel]: ...
 
+    @property
+    def moves(self) -> Moves | None: ...
+
 
 class CatalogueLike(Protocol):
     """What a policy reads of a catalogue (a ``pivotal.Catalogue`` is one): its steps by
@@ -96,37 +113,71 @@ class CatalogueLike(Protocol):
     def __getitem__(self, name: str) -> StepLike: ...
 
 
-def _others(prior: Sequence[Plan], total: Decimal, by: Window | None) -> str:
-    if not prior or by is None:
+def _others(exposure: Exposure, earlier: Decimal, by: Window | None) -> str:
+    n = exposure.other_sagas
+    if not n or by is None:
         return ""
-    sagas = "saga" if len(prior) == 1 else "sagas"
-    return f", with {total:f} in {len(prior)} other {sagas} for the same {by.by}"
+    sagas = "saga" if n == 1 else "sagas"
+    return f", with {earlier:f} in {n} other {sagas} for the same {by.by}"
 
 
 def _takes(catalogue: CatalogueLike, steps: Iterable[str], field: str) -> list[str]:
     return [s for s in steps if s in catalogue and field in catalogue[s].args_model.model_fields]
 
 
-def exposure_of(plan: Plan, field: str = "amount", counted: Iterable[str] | None = None) -> Decimal:
-    """The total of ``field`` over the calls of ``plan`` (of the ``counted`` steps only, when
-    given): what a plan exposes, as ``ExposurePolicy`` and ``Rollout`` both measure it."""
-    names = None if counted is None else frozenset(counted)
-    total = Decimal(0)
-    for flat in plan.calls():
-        if names is not None and flat.call.name not in names:
-            continue
-        value = finite_decimal(flat.call.args.get(field))
-        total += value if value is not None else 0
-    return total
+def _in_scope(catalogue: CatalogueLike, steps: Iterable[str] | None) -> list[StepLike]:
+    names = None if steps is None else frozenset(steps)
+    return [s for s in catalogue if names is None or s.name in names]
+
+
+def undeclared(
+    catalogue: CatalogueLike,
+    scope: list[StepLike],
+    field: str,
+    across: Window | None,
+    what: str,
+) -> str | None:
+    """Why ``what`` names arguments the steps it counts do not declare (None: it does not):
+    money ``field`` that no step in ``scope`` declares moving (``moves=Moves(...)``), a step
+    in scope that takes money as ``field`` without declaring it, a window over an argument
+    that is no declared subject of a step in scope (or no entity at all)."""
+    declaring = [s for s in scope if s.moves is not None]
+    for s in scope:
+        if s.moves is None and kind_of(s.args_model.model_fields.get(field)) is ArgKind.MONEY:
+            return (
+                f"{what} counts step {s.name!r}, whose {field!r} is money it does not declare "
+                f"moving: declare it with moves=Moves({field!r}, ...)"
+            )
+    if not any(s.moves is not None and s.moves.amount == field for s in declaring):
+        return (
+            f"{what} counts {field!r}, which no step it counts declares as the money it "
+            "moves (moves=Moves(...))"
+        )
+    if across is not None:
+        subjects = {p for s in declaring if s.moves is not None for p in s.moves.subjects}
+        if across.by not in subjects:
+            entity = any(
+                identity_of(s.args_model.model_fields.get(across.by)) is not None for s in catalogue
+            )
+            kind = "an entity argument" if entity else "not an entity argument"
+            return (
+                f"{what}'s window counts per {across.by!r} ({kind}), which no step it counts "
+                "declares as a subject it moves value for (Moves(per=...)): it would count "
+                "nothing"
+            )
+    return None
 
 
 @dataclass(frozen=True)
 class ThresholdPolicy:
-    """Pivots whose ``field`` exceeds a threshold need approval; thresholds vary by tier.
+    """Pivots whose value exceeds a threshold need approval; thresholds vary by tier.
 
-    ``tier_of(args, plan)`` tells the customer tier from a trusted source (not from text the
-    planner wrote); ``by_tier`` overrides ``threshold`` for known tiers. Above
-    ``two_approvers_above`` two distinct people must approve.
+    The value is what the pivot declares it moves (``Moves`` with the money argument
+    ``field``), converted into ``currency`` by the app's rates, plus, with ``across``, what
+    other sagas hold reserved for the same subject. ``tier_of(args, plan)`` tells the
+    customer tier from a trusted source (not from text the planner wrote); ``by_tier``
+    overrides ``threshold`` for known tiers. Above ``two_approvers_above`` two distinct
+    people must approve.
     """
 
     field: str = "amount"
@@ -136,36 +187,57 @@ class ThresholdPolicy:
     steps: frozenset[str] | None = None  # limit to these pivots; None means any pivot
     expires_in: float = DAY
     two_approvers_above: float | None = None  # above it, two distinct approvers
-    across: Window | None = None  # other sagas' amounts at the same steps count too
+    across: Window | None = None  # what other sagas reserved for the subject counts too
+    currency: str = "EUR"  # what the thresholds are in
+
+    def __post_init__(self) -> None:
+        check_currency(self.currency, "ThresholdPolicy")
+
+    def _looked_at(self, catalogue: CatalogueLike) -> list[str]:
+        pivots = [s.name for s in catalogue if s.kind is not StepKind.COMPENSABLE]
+        return [p for p in pivots if self.steps is None or p in self.steps]
 
     def never_fires(self, catalogue: CatalogueLike) -> str | None:
-        pivots = [s.name for s in catalogue if s.kind is not StepKind.COMPENSABLE]
-        if self.steps is not None:
-            pivots = [p for p in pivots if p in self.steps]
+        pivots = self._looked_at(catalogue)
         if not pivots:
             return f"no pivot or retriable step among {sorted(self.steps or [])}"
         if not _takes(catalogue, pivots, self.field):
             return f"no step it looks at ({', '.join(pivots)}) takes {self.field!r}"
         return None
 
+    def undeclared(self, catalogue: CatalogueLike) -> str | None:
+        scope = _in_scope(catalogue, self._looked_at(catalogue))
+        return undeclared(catalogue, scope, self.field, self.across, "the approval policy")
+
     def __call__(
-        self, step: str, args: BaseModel, plan: Plan, *, prior: Sequence[Plan] = ()
+        self, step: str, args: BaseModel, plan: Plan, *, exposure: Exposure | None = None
     ) -> ApprovalRequirement | None:
         if self.steps is not None and step not in self.steps:
             return None
-        value = getattr(args, self.field, None)
-        if not isinstance(value, int | float | Decimal) or isinstance(value, bool):
-            return None
-        earlier = sum((self._moved(p, step) for p in prior), Decimal(0))
-        total = Decimal(str(value)) + earlier
+        if exposure is None:  # asked directly: the step's own parsed value, in our currency
+            value = finite_decimal(getattr(args, self.field, None))
+            if value is None:
+                return None
+            exposure = Exposure(moved=(Moved(0, step, value, self.currency, ()),))
+        if not any(m.step == step for m in exposure.moved):
+            if finite_decimal(getattr(args, self.field, None)) is None:
+                return None  # the step moves nothing
+            return ApprovalRequirement(  # money it does not declare is never counted as 0
+                f"{step} takes {self.field} without declaring the value it moves: a person "
+                "must decide",
+                self.expires_in,
+            )
+        mine = exposure.own(self.currency, {step})
+        earlier = exposure.others(self.currency)
+        total = mine + earlier
         tier = self.tier_of(args, plan) if self.tier_of else None
         limit = self.by_tier.get(tier, self.threshold) if tier else self.threshold
         if total <= Decimal(str(limit)):
             return None
         who = f" for tier {tier!r}" if tier else ""
-        others = _others(prior, earlier, self.across)
+        others = _others(exposure, earlier, self.across)
         reason = (
-            f"{step} {self.field}={float(value):g}{others} exceeds the approval threshold "
+            f"{step} {self.field}={float(mine):g}{others} exceeds the approval threshold "
             f"{limit:g}{who}"
         )
         two = self.two_approvers_above
@@ -174,20 +246,17 @@ class ThresholdPolicy:
             return ApprovalRequirement(reason, self.expires_in, approvers=2)
         return ApprovalRequirement(reason, self.expires_in)
 
-    def _moved(self, plan: Plan, step: str) -> Decimal:
-        """What another saga's plan moves at the steps this policy looks at."""
-        return exposure_of(plan, self.field, self.steps if self.steps is not None else {step})
-
 
 @dataclass(frozen=True)
 class ExposurePolicy:
     """Approval by what the whole plan exposes, asked before its point of no return.
 
-    A person approves when the total of ``field`` over the calls of ``counted`` steps (every
-    call that takes ``field`` when None) exceeds the threshold for the customer's tier, or
-    when the plan calls a step listed in ``always`` (a step a person must always see,
-    wherever it stands in the plan). When the total exceeds ``two_approvers_above``, two
-    distinct people must approve.
+    A person approves when the value the ``counted`` steps declare they move (every step
+    declaring ``moves`` when None), converted into ``currency``, plus with ``across`` what
+    other sagas hold reserved for the same subject, exceeds the threshold for the
+    customer's tier; or when the plan calls a step listed in ``always`` (a step a person
+    must always see, wherever it stands in the plan). When the total exceeds
+    ``two_approvers_above``, two distinct people must approve.
     """
 
     field: str = "amount"
@@ -199,7 +268,11 @@ class ExposurePolicy:
     expires_in: float = DAY
     two_approvers_above: float | None = None  # a total above it needs two distinct approvers
     before: frozenset[str] = frozenset()  # asked before the first of these, if earlier
-    across: Window | None = None  # other sagas' exposure counts too
+    across: Window | None = None  # what other sagas reserved for the subject counts too
+    currency: str = "EUR"  # what the thresholds are in
+
+    def __post_init__(self) -> None:
+        check_currency(self.currency, "ExposurePolicy")
 
     def never_fires(self, catalogue: CatalogueLike) -> str | None:
         unknown = sorted(a for a in self.always if a not in catalogue)
@@ -216,29 +289,35 @@ class ExposurePolicy:
             return f"no step it counts takes {self.field!r}"
         return None
 
-    def exposure(self, plan: Plan) -> Decimal:
-        """The total of ``field`` over the counted calls of ``plan``."""
-        return exposure_of(plan, self.field, self.counted)
+    def undeclared(self, catalogue: CatalogueLike) -> str | None:
+        if self.threshold is None:
+            return None
+        scope = _in_scope(catalogue, self.counted)
+        return undeclared(catalogue, scope, self.field, self.across, "the approval policy")
 
     def __call__(
-        self, step: str, args: BaseModel, plan: Plan, *, prior: Sequence[Plan] = ()
+        self, step: str, args: BaseModel, plan: Plan, *, exposure: Exposure | None = None
     ) -> ApprovalRequirement | None:
+        if exposure is None:  # never a silent 0: the engine always says what is moved
+            raise TypeError("an ExposurePolicy weighs what the plan moves: pass exposure=")
         called = {f.call.name for f in plan.calls()}
         reasons = [
             f"the plan calls {name}, which a person always approves"
             for name in sorted(self.always & called)
         ]
-        earlier = sum((self.exposure(p) for p in prior), Decimal(0))
-        total = self.exposure(plan) + earlier
+        total = Decimal(0)
         approvers = 1
         if self.threshold is not None:
+            mine = exposure.own(self.currency, self.counted)
+            earlier = exposure.others(self.currency)
+            total = mine + earlier
             tier = self.tier_of(args, plan) if self.tier_of else None
             limit = self.by_tier.get(tier, self.threshold) if tier else self.threshold
             if total > Decimal(str(limit)):
                 who = f" for tier {tier!r}" if tier else ""
-                others = _others(prior, earlier, self.across)
+                others = _others(exposure, earlier, self.across)
                 reasons.append(
-                    f"the plan moves {self.field}={self.exposure(plan):f} in all{others}, "
+                    f"the plan moves {self.field}={mine:f} in all{others}, "
                     f"above the approval threshold {limit:g}{who}"
                 )
         two = self.two_approvers_above
@@ -261,16 +340,19 @@ class Rollout:
     "shadow"``, error code ``rollout_shadow``) or refused and recorded as refused
     (``"refuse"``, ``rollout_refused``). Plans of people and systems are not limited.
 
-    The exposure is measured as the catalogue's approval policy measures it (``exposure_of``
-    in both): an ``ExposurePolicy``'s total over its counted steps; a ``ThresholdPolicy``'s
-    ``field`` over the pivots it looks at (its ``steps``, else every step that is not
-    compensable); another policy's ``exposure(plan)`` when it has one; else the total of
-    ``field`` over every call.
+    The exposure is the value the plan's steps declare they move (``Moves``), parsed and
+    defaulted, at the steps the catalogue's approval policy counts (an ``ExposurePolicy``'s
+    ``counted``, a ``ThresholdPolicy``'s pivots; every declaring step otherwise), in
+    ``currency`` (else the approval policy's, else EUR), plus what other sagas hold reserved
+    in the ledger for the same subjects over ``across`` (else the approval policy's window).
+    An amount that cannot be converted is never counted as 0: the plan is held back.
     """
 
     execute_below: Decimal
     above: RolloutAbove = "shadow"
     field: str = "amount"
+    currency: str | None = None
+    across: Window | None = None
 
     def __post_init__(self) -> None:
         limit = finite_decimal(self.execute_below)
@@ -279,18 +361,41 @@ class Rollout:
         object.__setattr__(self, "execute_below", limit)
         if self.above not in ("shadow", "refuse"):
             raise ValueError(f"above must be 'shadow' or 'refuse', not {self.above!r}")
+        if self.currency is not None:
+            check_currency(self.currency, "Rollout")
 
-    def exposure(self, plan: Plan, catalogue: CatalogueLike) -> Decimal:
-        """What ``plan`` exposes, measured as ``catalogue``'s approval policy measures it."""
+    def currency_for(self, catalogue: CatalogueLike) -> str:
+        found = self.currency or getattr(catalogue.approval, "currency", None)
+        return found if isinstance(found, str) else "EUR"
+
+    def window_for(self, catalogue: CatalogueLike) -> Window | None:
+        found = self.across or getattr(catalogue.approval, "across", None)
+        return found if isinstance(found, Window) else None
+
+    def counted_steps(self, catalogue: CatalogueLike) -> frozenset[str] | None:
+        """The steps whose value it counts, as the approval policy counts them."""
         approval = catalogue.approval
         if isinstance(approval, ThresholdPolicy):
-            pivots = {s.name for s in catalogue if s.kind is not StepKind.COMPENSABLE}
-            steps = approval.steps if approval.steps is not None else pivots
-            return exposure_of(plan, approval.field, steps)
-        measure = getattr(approval, "exposure", None)  # ExposurePolicy, or one like it
-        if callable(measure):
-            return Decimal(measure(plan))
-        return exposure_of(plan, self.field)
+            pivots = frozenset(s.name for s in catalogue if s.kind is not StepKind.COMPENSABLE)
+            return approval.steps if approval.steps is not None else pivots
+        if isinstance(approval, ExposurePolicy):
+            return approval.counted
+        return None
+
+    def undeclared(self, catalogue: CatalogueLike) -> str | None:
+        scope = _in_scope(catalogue, self.counted_steps(catalogue))
+        return undeclared(catalogue, scope, self.field, self.window_for(catalogue), "the rollout")
+
+    def measure(self, exposure: Exposure, catalogue: CatalogueLike) -> Decimal:
+        """What a plan exposes with what others reserved (``NoRate``: cannot be counted)."""
+        currency = self.currency_for(catalogue)
+        steps = self.counted_steps(catalogue)
+        return exposure.own(currency, steps) + exposure.others(currency)
+
+    def exposure(self, plan: Plan, catalogue: CatalogueLike, rates: Rates = NO_RATES) -> Decimal:
+        """What ``plan`` alone exposes: its declared value, parsed and defaulted."""
+        moved = tuple(moved_by(plan.calls(), catalogue))
+        return self.measure(Exposure(moved, (), rates), catalogue)
 
     def describe(self) -> str:
         return f"agent plans execute below {self.execute_below:f}; above: {self.above}"

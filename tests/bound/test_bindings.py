@@ -14,7 +14,7 @@ from pivotal import App, Catalogue, CatalogueError, StepContext, parse_plan, val
 from pivotal.catalogue import UnboundArgument
 from pivotal.examples.commerce import CommerceApp
 from pivotal.identity import MONEY, ArgKind, Email, OrderId, Sku
-from pivotal.rules import Agree, Free, FromFact, FromFactRows
+from pivotal.rules import Agree, AtMost, Free, FromFact, FromFactRows
 
 
 class Line(BaseModel):
@@ -37,8 +37,9 @@ class Mail(BaseModel):
     note: str = ""
 
 
-def shop(*rules: Any, unbound: Any = "refuse") -> Catalogue:
-    catalogue = Catalogue("shop", rules=rules, unbound=unbound)
+def shop(*rules: Any, unbound: Any = "refuse", once: bool = True) -> Catalogue:
+    bounded = (AtMost("pay"),) if once else ()  # it moves money: one call per plan
+    catalogue = Catalogue("shop", rules=(*rules, *bounded), unbound=unbound)
 
     async def undo(args: Any, result: Any, ctx: StepContext) -> None:
         return None
@@ -88,6 +89,12 @@ def test_the_shipped_catalogues_bind_every_argument(app: CommerceApp) -> None:
     for catalogue in app:
         assert catalogue.unbound == "refuse"
         assert catalogue.unbound_arguments() == []
+        assert catalogue.unbounded_value() == []  # each step moving value: AtMost
+
+
+def test_a_step_moving_value_that_a_plan_may_repeat_is_refused() -> None:
+    with pytest.raises(CatalogueError, match="bounds how often a plan may call pay"):
+        App([shop(*BOUND, once=False)])
 
 
 def lines_plan(*reserved: tuple[str, int]) -> Any:

@@ -22,6 +22,7 @@ from pivotal import (
     parse_plan,
 )
 from pivotal.examples.commerce import CommerceServices
+from pivotal.exposure import Moves
 from pivotal.identity import MONEY, OrderId
 from pivotal.policy import DAY, Window
 from pivotal.store import Store
@@ -44,7 +45,7 @@ def payments(window: Window) -> Catalogue:
     async def refund(args: Any, result: Any, ctx: StepContext) -> None:
         return None
 
-    @catalogue.compensable(undo=refund)
+    @catalogue.compensable(undo=refund, moves=Moves(currency="EUR", per="order_id"))
     async def charge(args: Pay, ctx: StepContext) -> None:
         return None
 
@@ -123,12 +124,12 @@ async def test_more_related_sagas_than_the_window_counts_send_it_to_a_person(
 
 
 class Unreadable:
-    """A ledger whose index of related sagas cannot be read."""
+    """A ledger whose reservations cannot be read."""
 
     def __init__(self, inner: Store) -> None:
         self.inner = inner
 
-    async def sagas_naming(self, *args: Any) -> Any:
+    async def reservations(self, *args: Any) -> Any:
         raise ConnectionError("the ledger went away")
 
     def __getattr__(self, name: str) -> Any:

@@ -6,7 +6,7 @@ cover the pivot, and one given later is refused."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel
@@ -24,8 +24,10 @@ from pivotal import (
     UndoStatus,
     parse_plan,
 )
+from pivotal.exposure import Moves
 from pivotal.holds import cover, lapsed_since
 from pivotal.hooks import Point
+from pivotal.identity import MONEY, OrderId
 from pivotal.observability.metrics import PivotalMetrics
 from pivotal.policy import ThresholdPolicy
 from pivotal.state import StepRecord, replay
@@ -37,8 +39,8 @@ GRACE = 30.0  # the catalogue's doubt_grace
 
 
 class Order(BaseModel):
-    order: str
-    amount: int = 100
+    order: OrderId
+    amount: Annotated[int, MONEY] = 100
 
 
 class Provider:
@@ -100,7 +102,7 @@ def holds_catalogue(
     async def unslow(args: Order, result: Any, ctx: StepContext) -> None:
         provider.calls.append("unslow")
 
-    @cat.pivot()
+    @cat.pivot(moves=Moves(currency="EUR", per="order"))
     async def capture(args: Order, ctx: StepContext) -> dict[str, str]:
         provider.calls.append(f"capture {ctx.key}")
         if provider.capture_fails:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel
@@ -29,6 +29,8 @@ from pivotal import (
     parse_plan,
 )
 from pivotal.examples.commerce.services import CommerceServices
+from pivotal.exposure import Moves
+from pivotal.identity import MONEY, OrderId
 from pivotal.plan import Plan
 from pivotal.policy import ThresholdPolicy
 from pivotal.rules import FromFact
@@ -189,8 +191,8 @@ async def test_an_approval_when_the_facts_hang_is_refused(
 
 
 class Pay(BaseModel):
-    order_id: str
-    amount: int
+    order_id: OrderId
+    amount: Annotated[int, MONEY]
 
 
 class Shop(App):
@@ -217,7 +219,7 @@ def shop(calls: list[str]) -> Shop:
         if args.order_id == "o-1" and app.totals.get("changing") == 1:
             app.totals["o-1"] = 200  # the order changes while the saga runs
 
-    @catalogue.pivot()
+    @catalogue.pivot(moves=Moves(currency="EUR", per="order_id"))
     async def capture(args: Pay, ctx: StepContext) -> None:
         calls.append(f"capture {args.amount}")
 

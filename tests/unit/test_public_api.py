@@ -42,6 +42,8 @@ CURATED = [
     "ApprovalPolicy",
     "ApprovalRequirement",
     "ExposurePolicy",
+    "Moves",
+    "Rates",
     "Rollout",
     "ThresholdPolicy",
     "RetryPolicy",

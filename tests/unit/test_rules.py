@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
 
 from pivotal import App, Catalogue, CatalogueError, PlanParseError, StepContext, parse_plan
+from pivotal.exposure import Exposure, Moves, moved_by
+from pivotal.identity import MONEY, OrderId
 from pivotal.plan import Plan, PlanLimits
 from pivotal.planning import render_catalogue
 from pivotal.policy import ExposurePolicy, ThresholdPolicy
@@ -20,11 +22,14 @@ from pivotal.validation import validate
 
 class Order(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    order_id: str
+    order_id: OrderId
 
 
 class Money(Order):
-    amount: Decimal
+    amount: Annotated[Decimal, MONEY]
+
+
+PAYS = Moves("amount", currency="EUR", per="order_id")  # what authorize and capture move
 
 
 class Items(Order):
@@ -41,11 +46,11 @@ def shop(*rules: Any, **options: Any) -> Catalogue:
     async def reserve(args: Items, ctx: StepContext) -> None:
         return None
 
-    @catalogue.compensable(undo=undo)
+    @catalogue.compensable(undo=undo, moves=PAYS)
     async def authorize(args: Money, ctx: StepContext) -> None:
         return None
 
-    @catalogue.pivot()
+    @catalogue.pivot(moves=PAYS)
     async def capture(args: Money, ctx: StepContext) -> None:
         return None
 
@@ -185,11 +190,15 @@ def test_exposure_counts_the_whole_plan_and_names_steps_always_seen() -> None:
     policy = ExposurePolicy(threshold=300, counted=frozenset({"authorize", "capture"}))
     catalogue = shop(approval=policy)
     args = catalogue["capture"].parse_args(PAY)
-    assert policy("capture", args, FULL) is not None  # 180 + 180 moved in all
+
+    def moved(p: Plan) -> Exposure:
+        return Exposure(tuple(moved_by(p.calls(), catalogue)))
+
+    assert policy("capture", args, FULL, exposure=moved(FULL)) is not None  # 180 + 180
     small = plan(("capture", PAY))
-    assert policy("capture", args, small) is None
+    assert policy("capture", args, small, exposure=moved(small)) is None
     always = ExposurePolicy(threshold=None, always=frozenset({"ship"}))
-    need = always("capture", args, FULL)
+    need = always("capture", args, FULL, exposure=moved(FULL))
     assert need is not None
     assert "ship" in need.reason
 

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from pydantic import BaseModel
 
+from pivotal.exposure import Exposure, Moved
 from pivotal.plan import Plan, Provenance, parse_plan
 from pivotal.policy import ApprovalRequirement, ExposurePolicy, ThresholdPolicy
 from pivotal.state import ApprovalStatus, Event, EventType, SagaStatus, apply
@@ -13,6 +16,13 @@ from pivotal.state import ApprovalStatus, Event, EventType, SagaStatus, apply
 
 class Pay(BaseModel):
     amount: float
+
+
+def moved(*amounts: float) -> Exposure:
+    """What a plan of payments of ``amounts`` (in EUR) moves, as the engine counts it."""
+    return Exposure(
+        tuple(Moved(n, "pay", Decimal(str(a)), "EUR", ()) for n, a in enumerate(amounts))
+    )
 
 
 def plan_of(*amounts: float) -> Plan:
@@ -41,14 +51,15 @@ def test_threshold_policy_asks_two_approvers_above_the_second_amount() -> None:
 
 def test_exposure_policy_asks_two_approvers_above_the_second_total() -> None:
     policy = ExposurePolicy(threshold=100, two_approvers_above=300)
-    assert policy("pay", Pay(amount=50), plan_of(50, 40)) is None
-    one = policy("pay", Pay(amount=200), plan_of(200, 100))
+    assert policy("pay", Pay(amount=50), plan_of(50, 40), exposure=moved(50, 40)) is None
+    one = policy("pay", Pay(amount=200), plan_of(200, 100), exposure=moved(200, 100))
     assert one is not None
     assert one.approvers == 1
-    two = policy("pay", Pay(amount=200), plan_of(200, 101))
+    two = policy("pay", Pay(amount=200), plan_of(200, 101), exposure=moved(200, 101))
     assert two is not None
     assert two.approvers == 2
-    assert ExposurePolicy(threshold=100)("pay", Pay(amount=1), plan_of(10**6)) is not None
+    big = ExposurePolicy(threshold=100)("pay", Pay(amount=1), plan_of(10**6), exposure=moved(10**6))
+    assert big is not None
 
 
 def test_a_requirement_needs_at_least_one_approver() -> None:

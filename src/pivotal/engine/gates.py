@@ -9,11 +9,18 @@ from pivotal.catalogue import StepKind
 from pivotal.engine.journal import Journal
 from pivotal.engine.machine import Approval, Do, Facts, Phase, decide
 from pivotal.engine.values import describe, describe_value
+from pivotal.exposure import (
+    Exposure,
+    NoRate,
+    TooMany,
+    moved_by,
+    reserved_by_others,
+    subject_kind,
+)
 from pivotal.holds import cover, expiry_cause, moment
-from pivotal.identity import identity_of
-from pivotal.plan import Plan
+from pivotal.plan import ActorType
 from pivotal.policy import DAY, ApprovalRequirement, Window
-from pivotal.state import ApprovalStatus, EventType, SagaState, SagaStatus, StepStatus
+from pivotal.state import ApprovalStatus, EventType, SagaState, StepStatus
 from pivotal.validation import Recheck, recheck_bounded
 
 
@@ -156,44 +163,35 @@ class Gates(Journal):
         return False
 
     async def _approval_needed(self, index: int) -> ApprovalRequirement | None:
-        """Ask the catalogue's policy; a policy that fails sends the pivot to a person, and
-        so do other sagas' exposure that cannot be read."""
+        """Ask the catalogue's policy, and for an agent's plan its rollout; a policy that
+        fails sends the pivot to a person, and so do reservations that cannot be read and
+        amounts without a rate."""
         policy = self.catalogue.approval
-        if policy is None:
-            return None
+        need = await self._rollout_holds()
+        if policy is None or need is not None:
+            return need
         args = self._args_or_error(index)
         if isinstance(args, str):
             return None  # the step records the failure without calling anything
         name = self.state.steps[index].name
-        across: Window | None = getattr(policy, "across", None)
-        prior: list[Plan] = []
-        if across is not None:
-            if self._creating is not None:  # in the ledger first: see ``_prior``
-                await self.flush()
-            try:
-                found = await self._prior(across)
-            except Exception as exc:
-                return ApprovalRequirement(
-                    f"what other sagas for the same {across.by} expose could not be read "
-                    f"({describe(exc)}): a person must decide",
-                    DAY,
-                )
-            if found is None:
-                return ApprovalRequirement(
-                    f"more than {across.limit} other sagas for the same {across.by} are in "
-                    "flight or recent: a person must decide",
-                    DAY,
-                )
-            prior = found
+        weighs = hasattr(policy, "across")
+        exposure = Exposure(rates=self._rates)
+        if weighs:
+            found = await self._exposure(getattr(policy, "across", None))
+            if isinstance(found, ApprovalRequirement):
+                return found
+            exposure = found
         try:
-            if across is not None:
-                need = policy(name, args, self.plan, prior=prior)  # type: ignore[call-arg]
+            if weighs:
+                need = policy(name, args, self.plan, exposure=exposure)  # type: ignore[call-arg]
             else:
                 need = policy(name, args, self.plan)
             if need is not None and not isinstance(need, ApprovalRequirement):
                 raise TypeError(f"the policy returned {describe_value(need)}")
             if need is not None:
                 float(need.expires_in)
+        except NoRate as exc:
+            return ApprovalRequirement(f"{exc}: a person must decide", DAY)
         except Exception as exc:
             return ApprovalRequirement(
                 f"the approval policy failed on {name} ({describe(exc)}): a person must decide",
@@ -201,26 +199,55 @@ class Gates(Journal):
             )
         return need
 
-    async def _prior(self, across: Window) -> list[Plan] | None:
-        """The plans of the other sagas ``across`` covers: naming one of the ids this plan
-        names as ``across.by``, still going or ended within its window, not compensated;
-        None when there are more than its limit. The caller creates this saga first, so
-        that of two sagas for one order checked at once, the later sees the earlier."""
-        ids: set[str] = set()
-        for i, r in enumerate(self.state.steps):
-            value = self._raw_args[i].get(across.by)
-            if isinstance(value, str):
-                fields = self.catalogue[r.name].args_model.model_fields
-                identity = identity_of(fields.get(across.by))
-                ids.add(identity.canonical(value) if identity is not None else value)
+    async def _rollout_holds(self) -> ApprovalRequirement | None:
+        """For an agent's plan under a rollout: the rollout measured again, now that this
+        saga's reservation is in the ledger. Submission measured it before the saga was
+        recorded; of two sagas for one subject submitted at once, the later sees the
+        earlier here, and a person decides rather than both running."""
+        rollout = self.catalogue.rollout
+        if rollout is None or self.provenance.actor_type is not ActorType.AGENT:
+            return None
+        found = await self._exposure(rollout.window_for(self.catalogue))
+        if isinstance(found, ApprovalRequirement):
+            return found
+        try:
+            total = rollout.measure(found, self.catalogue)
+        except NoRate as exc:
+            return ApprovalRequirement(f"{exc}: a person must decide", DAY)
+        if total < rollout.execute_below:
+            return None
+        return ApprovalRequirement(
+            "with what other sagas hold reserved for the same subject, the plan exposes more "
+            "than the rollout runs unattended: a person must decide",
+            DAY,
+        )
+
+    async def _exposure(self, across: Window | None) -> Exposure | ApprovalRequirement:
+        """What this plan moves (its declared value, parsed and defaulted) and, over
+        ``across``, what other sagas of any catalogue hold reserved in the ledger for the
+        same subjects; a requirement for a person when the reservations cannot be read, or
+        are too many to count."""
+        moved = tuple(moved_by(self.plan.calls(), self.catalogue))
+        kind = subject_kind(self.catalogue, across.by) if across is not None else None
+        if across is None or kind is None:
+            return Exposure(moved, (), self._rates)
+        if self._creating is not None:  # in the ledger first: the later of two sees both
+            await self.flush()
         since = self.clock.now() - across.seconds
-        found: dict[str, Plan] = {}
-        for value in sorted(ids):
-            related = await self.store.sagas_naming(across.by, value, since, across.limit + 2)
-            others = [r for r in related if r.saga_id != self.state.saga_id]
-            if len(others) > across.limit:
-                return None
-            for other in others:
-                if other.status is not SagaStatus.COMPENSATED:
-                    found[other.saga_id] = other.plan
-        return list(found.values())
+        try:
+            prior = await reserved_by_others(
+                self.store, moved, kind, since, across.limit, self.state.saga_id
+            )
+        except TooMany:
+            return ApprovalRequirement(
+                f"more than {across.limit} other sagas for the same {across.by} are in "
+                "flight or recent: a person must decide",
+                DAY,
+            )
+        except Exception as exc:
+            return ApprovalRequirement(
+                f"what other sagas for the same {across.by} expose could not be read "
+                f"({describe(exc)}): a person must decide",
+                DAY,
+            )
+        return Exposure(moved, prior, self._rates)

@@ -17,6 +17,7 @@ from pivotal.catalogue import Catalogue, Step
 from pivotal.clock import Clock
 from pivotal.engine.values import describe
 from pivotal.errors import StoreError, VersionConflict
+from pivotal.exposure import NO_RATES, Rates
 from pivotal.hooks import Hook
 from pivotal.plan import Plan, Provenance
 from pivotal.state import (
@@ -153,6 +154,7 @@ class Journal:
         "_lock",
         "_parsed",
         "_pending",
+        "_rates",
         "_raw_args",
         "_traces",
         "_unwritten",
@@ -184,6 +186,7 @@ class Journal:
         creating: Creation | None = None,
         checked: Checked | None = None,
         facts: FactSource | None = None,
+        rates: Rates = NO_RATES,
     ) -> None:
         self.store = store
         self.catalogue = catalogue
@@ -216,6 +219,8 @@ class Journal:
         # the app's trusted facts, for validating the plan again before the point of no
         # return and after a wait (None: never re-validated, as by a bare Driver)
         self._facts = facts
+        # the app's exchange rates, for what a plan moves (``pivotal.exposure``)
+        self._rates = rates
         # when this process last validated the plan (None: not in this pass; the saga's
         # creation is the last time known)
         self._validated_at: float | None = clock.now() if checked is not None else None

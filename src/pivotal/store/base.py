@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Protocol, Self
 
 from pivotal.outbox import Message
@@ -52,6 +53,19 @@ class Related:
     status: SagaStatus
     updated_at: float
     plan: Plan
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Value a saga's step moves for a subject, as the ledger reserved it with the saga:
+    ``held`` while it is not released (``exposure.still_reserved``)."""
+
+    saga_id: str
+    index: int
+    step: str
+    amount: Decimal
+    currency: str
+    held: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +304,15 @@ class Store(Protocol):
         """The sagas whose plans name the entity ``name`` = ``value`` (its canonical id, as
         the submission recorded it) that are still going or changed at or after ``since``;
         newest first, at most ``limit``."""
+        ...
+
+    async def reservations(
+        self, subject: str, value: str, since: float, limit: int
+    ) -> list[Reservation]:
+        """The value sagas reserved for ``subject`` (an entity kind: ``"order"``) =
+        ``value`` (its canonical id), by sagas still going or parked for a person, or
+        changed at or after ``since``; newest first, at most ``limit``, each saying whether
+        it is still held."""
         ...
 
     async def dead_letters(

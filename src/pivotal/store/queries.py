@@ -87,6 +87,20 @@ SAGAS_NAMING = (
     "AND (s.status IN ('submitted', 'running', 'compensating', 'awaiting_approval') "
     "OR s.updated_at >= ?) ORDER BY s.created_at DESC, s.saga_id LIMIT ?"
 )
+INSERT_RESERVATION = (
+    "INSERT INTO exposure (subject, value, saga_id, idx, amount, currency) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (subject, value, saga_id, idx) DO NOTHING"
+)
+# The value reserved for one subject by sagas still going (parked for a person included),
+# or changed since a time, with what became of the step that moves it (newest first).
+RESERVATIONS = (
+    "SELECT r.saga_id, r.idx, st.name, r.amount, r.currency, s.status, st.status, "
+    "st.undo_status FROM exposure r JOIN sagas s ON s.saga_id = r.saga_id "
+    "JOIN steps st ON st.saga_id = r.saga_id AND st.idx = r.idx "
+    "WHERE r.subject = ? AND r.value = ? AND (s.status IN ('submitted', 'running', "
+    "'compensating', 'awaiting_approval', 'needs_human') OR s.updated_at >= ?) "
+    "ORDER BY s.created_at DESC, r.saga_id, r.idx LIMIT ?"
+)
 UPSERT_STEP = (
     f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({_marks(20)}) "
     "ON CONFLICT (saga_id, idx) DO UPDATE SET status = excluded.status, "

@@ -89,6 +89,20 @@ def subject_rows(saga_id: str, events: Sequence[Event]) -> list[tuple[str, str, 
     return [(name, value, saga_id) for name, values in named.items() for value in values]
 
 
+def reservation_rows(saga_id: str, events: Sequence[Event]) -> list[tuple[Any, ...]]:
+    """(subject, id, saga id, step, amount, currency) of each value the saga's submission
+    says its plan moves (``reserves``: ``exposure.Moved.to_json``), once per subject."""
+    if not events or events[0].type is not EventType.SAGA_SUBMITTED:
+        return []
+    rows: list[tuple[Any, ...]] = []
+    for moved in events[0].data.get("reserves") or ():
+        for subject, value in moved["per"]:
+            rows.append(
+                (subject, value, saga_id, moved["step"], moved["amount"], moved["currency"])
+            )
+    return rows
+
+
 def approval_row(saga_id: str, a: ApprovalRecord) -> tuple[Any, ...]:
     return (
         saga_id,

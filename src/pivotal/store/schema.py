@@ -277,6 +277,22 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     # on SQLite, whose one writer meets no contention on these rows. PostgreSQL counts as
     # before (its rows would serialize every worker's commits that change a status).
     "{saga_counts}",
+    # 17: the value each saga's plan moves, reserved per subject (an order, a customer:
+    # entity kind and canonical id) with the saga, in the transaction that creates it: the
+    # amount as written (decimal text) in its currency, by the step that moves it. What a
+    # reservation still holds is read with the step's record (``exposure.still_reserved``).
+    # Sagas created before this version reserved nothing.
+    """
+    CREATE TABLE exposure (
+        subject TEXT NOT NULL,
+        value TEXT NOT NULL,
+        saga_id TEXT NOT NULL REFERENCES sagas(saga_id),
+        idx INTEGER NOT NULL,
+        amount TEXT NOT NULL,
+        currency TEXT NOT NULL,
+        PRIMARY KEY (subject, value, saga_id, idx)
+    );
+    """,
 )
 
 

@@ -17,18 +17,21 @@ import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any, ClassVar
 
 from pivotal.errors import LeaseLost, StoreError, VersionConflict
+from pivotal.exposure import still_reserved
 from pivotal.outbox import messages_for
 from pivotal.plan import Plan, Provenance
-from pivotal.state import ApprovalStatus, Event, SagaState, SagaStatus
+from pivotal.state import ApprovalStatus, Event, SagaState, SagaStatus, StepStatus, UndoStatus
 from pivotal.store import queries as q
 from pivotal.store import rows, search
 from pivotal.store.base import (
     DeadLetter,
     PendingApproval,
     Related,
+    Reservation,
     SagaPage,
     SagaSummary,
     StoredSaga,
@@ -186,6 +189,9 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         subjects = rows.subject_rows(state.saga_id, events)
         if subjects:
             stmts.append(Stmt(q.INSERT_SUBJECT, subjects, many=True))
+        reserved = rows.reservation_rows(state.saga_id, events)
+        if reserved:  # the value it moves, reserved with the saga: one transaction
+            stmts.append(Stmt(q.INSERT_RESERVATION, reserved, many=True))
         # A saga created with the first events of its pass (its first intent, say) may
         # carry what a later commit would write: all of it lands in the same transaction.
         if state.approval is not None:
@@ -478,6 +484,22 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         found = await self._fetch(q.SAGAS_NAMING, (name, value, since, limit))
         return [
             Related(r[0], SagaStatus(r[1]), float(r[2]), Plan.model_validate_json(r[3]))
+            for r in found
+        ]
+
+    async def reservations(
+        self, subject: str, value: str, since: float, limit: int
+    ) -> list[Reservation]:
+        found = await self._fetch(q.RESERVATIONS, (subject, value, since, limit))
+        return [
+            Reservation(
+                r[0],
+                int(r[1]),
+                r[2],
+                Decimal(r[3]),
+                r[4],
+                still_reserved(SagaStatus(r[5]), StepStatus(r[6]), UndoStatus(r[7])),
+            )
             for r in found
         ]
 

@@ -25,6 +25,7 @@ from pivotal.store.base import (
     OpsSnapshot,
     PendingApproval,
     Related,
+    Reservation,
     SagaPage,
     SagaSummary,
     Store,
@@ -247,6 +248,11 @@ class FlakyStore:
 
     async def sagas_naming(self, name: str, value: str, since: float, limit: int) -> list[Related]:
         return await self.inner.sagas_naming(name, value, since, limit)
+
+    async def reservations(
+        self, subject: str, value: str, since: float, limit: int
+    ) -> list[Reservation]:
+        return await self.inner.reservations(subject, value, since, limit)
 
     async def dead_letters(
         self, status: str | None = "open", *, due_by: float | None = None, id: int | None = None

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pivotal.catalogue import Catalogue, NothingToUndo, Partial, StepContext
 from pivotal.examples.commerce.services import CommerceServices
+from pivotal.exposure import Moves
 from pivotal.identity import MONEY, Email, Identity, OrderId, Sku
 from pivotal.plan import Plan
 from pivotal.policy import ExposurePolicy, ThresholdPolicy, Window
@@ -25,6 +26,9 @@ from pivotal.rules import (
 )
 
 Amount = Annotated[Decimal, MONEY]
+# The value a payment takes: its amount, in its currency, for its order. Declared on the
+# steps that take money (the charge, the capture), not on a hold that lapses on its own.
+PAYS = Moves("amount", currency_arg="currency", per=("order_id",))
 Money = Field(gt=0, le=500, max_digits=9, decimal_places=2, description="At most 500.")
 Warehouse = Annotated[str, Field(pattern=r"^[A-Z]$"), Identity("warehouse", fold="upper")]
 CurrencyCode = Annotated[Literal["EUR", "USD"], Identity("currency", fold="upper")]
@@ -221,7 +225,9 @@ def checkout_catalogue(svc: CommerceServices) -> Catalogue:
     async def find(args: Payment, ctx: StepContext) -> Result | None:
         return svc.find(ctx.key)
 
-    @catalogue.compensable(lookup=find, precondition=_order_open(svc), retry=FAST, undo_retry=FAST)
+    @catalogue.compensable(
+        lookup=find, precondition=_order_open(svc), retry=FAST, undo_retry=FAST, moves=PAYS
+    )
     async def charge_payment(args: Payment, ctx: StepContext) -> Result:
         """Charge the customer's card for an order (at most 500)."""
         return svc.charge(args.order_id, args.amount, ctx.key)
@@ -281,7 +287,7 @@ def fulfilment_catalogue(svc: CommerceServices) -> Catalogue:
     async def void_authorization(args: Payment, result: Any, ctx: StepContext) -> str:
         return _note("voided authorisation", svc.void(authorized_with=ctx.action_key, key=ctx.key))
 
-    @catalogue.pivot(lookup=find, precondition=_order_open(svc), retry=FAST)
+    @catalogue.pivot(lookup=find, precondition=_order_open(svc), retry=FAST, moves=PAYS)
     async def capture_payment(args: Payment, ctx: StepContext) -> Result:
         """Capture the authorised amount: the point of no return."""
         return svc.capture(args.order_id, args.amount, ctx.key)
