@@ -69,7 +69,8 @@ async def test_sqlite_keeps_the_sagas_counts_from_the_sagas_a_ledger_had(
     db.executescript(  # the ledger as it was before migration 16, with its sagas
         "DROP TABLE saga_counts; DROP TRIGGER saga_counts_created; "
         "DROP TRIGGER saga_counts_moved; DROP TRIGGER saga_counts_deleted; "
-        "DROP TABLE exposure; DELETE FROM schema_version WHERE version >= 16;"
+        "DROP TABLE exposure; DROP INDEX tokens_person; ALTER TABLE tokens DROP COLUMN person; "
+        "DELETE FROM schema_version WHERE version >= 16;"
     )
 
     async with SQLiteStore(path) as store:

@@ -86,15 +86,20 @@ def tokens_create(
     async def work() -> Token:
         check_ledger(settings, create=True)
         async with open_store(settings.db) as store:
-            if not same_person:
+            if not same_person:  # the names of tokens made before the ledger kept persons
                 _refuse_taken(name, await store.list_tokens())
-            return await store.create_token(
-                name,
-                role.value,
-                hash_token(secret),
-                time.time(),
-                require_on_behalf_of=require_on_behalf_of,
-            )
+            try:
+                return await store.create_token(
+                    name,
+                    role.value,
+                    hash_token(secret),
+                    time.time(),
+                    require_on_behalf_of=require_on_behalf_of,
+                    sole=not same_person,  # decided in the write: two at once are not both made
+                )
+            except NameTaken:
+                _refuse_taken(name, await store.list_tokens())
+                raise
 
     token = run(work())
     if as_json:

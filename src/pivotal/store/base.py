@@ -338,9 +338,13 @@ class Store(Protocol):
         at: float,
         *,
         require_on_behalf_of: bool = False,
+        sole: bool = False,
     ) -> Token:
         """Keep a new token's principal, role and hash (never the token), and whether every
-        plan submitted with it must say whom it is for (``provenance.on_behalf_of``)."""
+        plan submitted with it must say whom it is for (``provenance.on_behalf_of``).
+        ``sole``: refuse it (``NameTaken``, nothing written) when a live token names the same
+        person (``principals.canonical_person``), decided in the transaction that would
+        write it, so two made at once cannot both be."""
         ...
 
     async def token_by_hash(self, token_hash: str) -> Token | None:

@@ -260,10 +260,15 @@ PENDING_APPROVALS = (
 # -- bearer tokens of the HTTP API ------------------------------------------------------------
 
 TOKEN_COLUMNS = "id, name, role, created_at, revoked_at, require_on_behalf_of"
-INSERT_TOKEN = (
-    "INSERT INTO tokens (id, name, role, hash, created_at, require_on_behalf_of) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
+_TOKEN_ROW = "id, name, role, hash, created_at, require_on_behalf_of, person"
+INSERT_TOKEN = f"INSERT INTO tokens ({_TOKEN_ROW}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+# the token, unless a live one names the same person (its canonical name): no row is a refusal
+INSERT_SOLE_TOKEN = (
+    f"INSERT INTO tokens ({_TOKEN_ROW}) SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS "
+    "(SELECT 1 FROM tokens WHERE person = ? AND revoked_at IS NULL)"
 )
+PG_TOKENS_LOCK = "SELECT pg_advisory_xact_lock(?)"  # one creator of a sole token at a time
+TOKENS_LOCK_KEY = 0x746F6B6E
 SELECT_TOKEN_BY_HASH = f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = ?"
 SELECT_TOKEN = f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE id = ?"
 LIST_TOKENS = f"SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY created_at, id"

@@ -293,6 +293,13 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (subject, value, saga_id, idx)
     );
     """,
+    # 18: the person each token names (``principals.canonical_person``), so that a token
+    # that must be a person's only one is refused in the transaction that would write it
+    # (``create_token(sole=True)``). Tokens made before have none (NULL).
+    """
+    ALTER TABLE tokens ADD COLUMN person TEXT;
+    CREATE INDEX tokens_person ON tokens(person);
+    """,
 )
 
 

@@ -20,10 +20,11 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any, ClassVar
 
-from pivotal.errors import LeaseLost, StoreError, VersionConflict
+from pivotal.errors import LeaseLost, NameTaken, StoreError, VersionConflict
 from pivotal.exposure import still_reserved
 from pivotal.outbox import messages_for
 from pivotal.plan import Plan, Provenance
+from pivotal.principals import canonical_person
 from pivotal.state import ApprovalStatus, Event, SagaState, SagaStatus, StepStatus, UndoStatus
 from pivotal.store import queries as q
 from pivotal.store import rows, search
@@ -529,10 +530,22 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         at: float,
         *,
         require_on_behalf_of: bool = False,
+        sole: bool = False,
     ) -> Token:
         token = Token(f"tok_{uuid.uuid4().hex[:12]}", name, role, at, None, require_on_behalf_of)
-        row = (token.id, name, role, token_hash, at, int(require_on_behalf_of))
-        await self._batch([Stmt(q.INSERT_TOKEN, row)])
+        person = canonical_person(name)
+        row = (token.id, name, role, token_hash, at, int(require_on_behalf_of), person)
+        if not sole:
+            await self._batch([Stmt(q.INSERT_TOKEN, row)])
+            return token
+        # one creator at a time decides (PostgreSQL's transactions may run side by side;
+        # SQLite's writer runs one at a time already)
+        lock = (
+            [Stmt(q.PG_TOKENS_LOCK, (q.TOKENS_LOCK_KEY,))] if self.dialect.name != "sqlite" else []
+        )
+        insert = Stmt(q.INSERT_SOLE_TOKEN, (*row, person), guard=True)
+        if (await self._batch([*lock, insert])).stopped:
+            raise NameTaken(f"{name[:200]!r} names the same person as a live token")
         return token
 
     async def token_by_hash(self, token_hash: str) -> Token | None:

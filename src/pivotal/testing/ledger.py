@@ -325,9 +325,10 @@ class FlakyStore:
         at: float,
         *,
         require_on_behalf_of: bool = False,
+        sole: bool = False,
     ) -> Token:
         return await self.inner.create_token(
-            name, role, token_hash, at, require_on_behalf_of=require_on_behalf_of
+            name, role, token_hash, at, require_on_behalf_of=require_on_behalf_of, sole=sole
         )
 
     async def token_by_hash(self, token_hash: str) -> Token | None:
