@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pivotal.errors import FourEyesError, OnBehalfOfRequired
+from pivotal.plan_errors import ErrorCode, PlanError
 from pivotal.principals import canonical_person
 from pivotal.state import ApprovalStatus, Event, EventType
 
@@ -127,11 +128,23 @@ def names_no_one(plan: Plan) -> bool:
     return plan.provenance.on_behalf_of is not None and not names_whom(plan)
 
 
+def on_behalf_of_missing(plan: Plan, submitter: str) -> PlanError | None:
+    """What validation reports, for a token that requires the person a plan is for
+    (``pivotal tokens create --require-on-behalf-of``), of a plan that does not name one;
+    None when it does."""
+    if names_whom(plan):
+        return None
+    return PlanError(
+        ErrorCode.ON_BEHALF_OF_REQUIRED,
+        f"the token of {submitter} requires provenance.on_behalf_of on every plan: name the "
+        "person this plan is for",
+        path="provenance.on_behalf_of",
+    )
+
+
 def require_on_behalf_of(plan: Plan, submitter: str) -> None:
     """``OnBehalfOfRequired`` unless the plan names the person it is for: for a token that
-    requires it (``pivotal tokens create --require-on-behalf-of``), on every submission."""
-    if not names_whom(plan):
-        raise OnBehalfOfRequired(
-            f"the token of {submitter} requires provenance.on_behalf_of on every plan: name "
-            "the person this plan is for; nothing was recorded"
-        )
+    requires it, on every submission (validation reports it: ``on_behalf_of_missing``)."""
+    missing = on_behalf_of_missing(plan, submitter)
+    if missing is not None:
+        raise OnBehalfOfRequired(f"{missing.message}; nothing was recorded")

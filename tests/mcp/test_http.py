@@ -83,6 +83,9 @@ async def test_a_token_that_requires_on_behalf_of_refuses_a_plan_without_it(
         "strict-bot", "agent", hash_token(secret), 0.0, require_on_behalf_of=True
     )
     async with serving(orch) as url, agent(url, secret) as client:
+        checked = data(await call(client, "validate_plan", plan=checkout()))
+        assert checked["valid"] is False
+        assert [e["code"] for e in checked["errors"]] == ["on_behalf_of_required"]
         refused = error(await call(client, "submit_plan", plan=checkout(), saga_id="sg-1"))
         assert refused["error"] == "on_behalf_of_required"
         assert await orch.store.load(scoped("strict-bot", "sg-1")) is None

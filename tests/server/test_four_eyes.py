@@ -300,6 +300,14 @@ async def test_a_token_that_requires_on_behalf_of_refuses_a_plan_without_it(
         assert refused.status_code == 422, refused.text
         assert refused.json()["error"]["code"] == "on_behalf_of_required"
     assert await store.load(scoped("strict-bot", "s1")) is None
+    # validation says so too, as submission will
+    checked = (await bot.post("/v1/plans/validate", content=as_json(plan_body()))).json()
+    assert checked["valid"] is False
+    assert [(e["code"], e["path"]) for e in checked["errors"]] == [
+        ("on_behalf_of_required", "provenance.on_behalf_of")
+    ]
+    named = plan_body(provenance={"on_behalf_of": "ana"})
+    assert (await bot.post("/v1/plans/validate", content=as_json(named))).json()["valid"]
     ok = await bot.post(
         "/v1/sagas?saga_id=s1", content=as_json(plan_body(provenance={"on_behalf_of": "ana"}))
     )

@@ -28,7 +28,7 @@ from pivotal.errors import (
     RolloutShadowed,
     SagaConflict,
 )
-from pivotal.four_eyes import require_on_behalf_of
+from pivotal.four_eyes import on_behalf_of_missing, require_on_behalf_of
 from pivotal.mcp import views
 from pivotal.mcp.auth import Caller, caller
 from pivotal.orchestrator import Orchestrator
@@ -119,12 +119,18 @@ class PlannerTools:
 
     # -- plans -----------------------------------------------------------------------------
 
-    async def validate_plan(self, plan: PlanArg) -> Annotated[CallToolResult, views.Validation]:
+    async def validate_plan(
+        self, plan: PlanArg, ctx: Context[Any, Any]
+    ) -> Annotated[CallToolResult, views.Validation]:
         """Check a plan without recording anything: every error with its code, the index
         of the call, the path in the plan JSON and a message. Fix them all and call it
         again; a valid plan goes to submit_plan."""
         parsed = self._parse(plan)
         errors = await self._errors(parsed) if isinstance(parsed, Plan) else parsed
+        who = caller(ctx, authenticated=self.authenticated)
+        if isinstance(parsed, Plan) and who.require_on_behalf_of:  # as submit_plan refuses it
+            missing = on_behalf_of_missing(parsed, who.name)
+            errors += views.error_views([missing] if missing else [])
         return views.ok(
             views.Validation(
                 valid=not errors,

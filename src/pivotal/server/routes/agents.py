@@ -19,7 +19,7 @@ from pivotal import saga_actions, saga_scope
 from pivotal.agent_view import SagaView as AgentSagaView
 from pivotal.agent_view import agent_outcome
 from pivotal.errors import PlanRejected, RolloutShadowed, SagaNotFound
-from pivotal.four_eyes import require_on_behalf_of
+from pivotal.four_eyes import on_behalf_of_missing, require_on_behalf_of
 from pivotal.plan import ActorType, Plan, parse_plan
 from pivotal.principals import Role
 from pivotal.saga_scope import ID_RULE, MAX_STORED
@@ -105,6 +105,8 @@ async def validate_plan(ctx: Ctx, who: Submitter, body: PlanBytes) -> dict[str, 
         errors = await validate_bounded(plan, catalogue, facts=ctx.orchestrator.app.facts)
     except PlanRejected as exc:
         errors = list(exc.errors)
+    if who.require_on_behalf_of and (missing := on_behalf_of_missing(plan, who.name)):
+        errors.append(missing)  # as the submission will refuse it
     return {"valid": not errors, "errors": [e.to_dict() for e in errors]}
 
 
