@@ -1,7 +1,7 @@
 """MCP reads a plan as strictly as the CLI and the HTTP API: over stdio and over HTTP, a plan
 object reaches the tool as the JSON text it was sent as, so a key given twice is refused and
 the same size limits hold (one parser, ``parse_plan``, for every surface): a plan over 256 KiB
-is refused as ``plan_too_large`` by both tools, long before the transport's own 4 MiB cap."""
+is refused as ``plan_too_large`` by both tools, before the edge's 512 KiB body cap."""
 
 from __future__ import annotations
 
@@ -165,6 +165,22 @@ async def test_pivotal_mcp_over_http_refuses_a_key_given_twice_and_a_plan_too_bi
         assert answer["isError"] is True
         assert "at most 262144 are read" in answer["content"][0]["text"]
         assert "plan_too_large" in answer["content"][0]["text"]
-        too_big = await http.post(url, content=b" " * (5 * 1024 * 1024), headers=headers)
-        assert too_big.status_code == 413
+        # a body over the cap is refused by its declared length, before a byte is sent
+        assert (await _head_only(url, headers, 5 * 1024 * 1024)).startswith(b"HTTP/1.1 413 ")
     assert await orchestrator.store.list_sagas() == []
+
+
+async def _head_only(url: str, headers: dict[str, str], length: int) -> bytes:
+    """The status line the server answers a POST head declaring ``length`` bytes with,
+    none of which is sent."""
+    parts = httpx.URL(url)
+    reader, writer = await asyncio.open_connection(parts.host, parts.port)
+    lines = [f"POST {parts.path} HTTP/1.1", f"Host: {parts.host}:{parts.port}"]
+    lines += [f"{k}: {v}" for k, v in headers.items()] + [f"Content-Length: {length}"]
+    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+    await writer.drain()
+    try:
+        return await reader.readline()
+    finally:
+        writer.close()
+        await writer.wait_closed()

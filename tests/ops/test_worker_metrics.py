@@ -1,5 +1,6 @@
 """``pivotal worker --metrics-port``: the real console script serves its counters and the
-ledger gauges over HTTP while it runs a saga, and closes the endpoint when it stops."""
+ledger gauges over HTTP, to a token of the ledger, while it runs a saga, and closes the
+endpoint when it stops."""
 
 from __future__ import annotations
 
@@ -50,9 +51,9 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = 45.0) -> 
     return result
 
 
-def scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
+def scrape(url: str, token: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
     try:
-        text = httpx.get(url, timeout=5).text
+        text = httpx.get(url, timeout=5, headers={"Authorization": f"Bearer {token}"}).text
     except httpx.TransportError:
         return None
     return {
@@ -82,6 +83,15 @@ def test_the_worker_serves_its_metrics_while_it_runs(
     tmp_path: Path, env: dict[str, str], procs: list[subprocess.Popen[bytes]]
 ) -> None:
     base = [str(PIVOTAL), "--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--example-app"]
+    made = subprocess.run(
+        [*base, "tokens", "create", "--name", "prometheus", "--role", "viewer", "--json"],
+        capture_output=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+        check=True,
+    )
+    token = json.loads(made.stdout)["token"]
     port = free_port()
     err = tmp_path / "worker.err"
     with err.open("wb") as stderr, (tmp_path / "worker.out").open("wb") as stdout:
@@ -96,6 +106,7 @@ def test_the_worker_serves_its_metrics_while_it_runs(
     url = f"http://127.0.0.1:{port}/metrics"
     wait_for(lambda: f"metrics: {url}" in err.read_text() or worker.poll() is not None, "start")
     assert worker.poll() is None, err.read_text()
+    assert httpx.get(url, timeout=5).status_code == 401  # a scrape needs a token
 
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(PLAN))
@@ -112,7 +123,7 @@ def test_the_worker_serves_its_metrics_while_it_runs(
     completed = frozenset({("catalogue", "checkout"), ("status", "completed")})
 
     def settled() -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
-        found = scrape(url)
+        found = scrape(url, token)
         if (
             found is not None
             and found.get(("pivotal_sagas_finished_total", completed)) == 1

@@ -2,7 +2,9 @@
 
 Over stdio, stdout carries the protocol alone: every line Pivotal or the SDK logs goes to
 stderr. Over HTTP every request needs a bearer token of role ``agent`` from
-``pivotal tokens create``. The MCP SDK is imported only when the command runs."""
+``pivotal tokens create``, and the endpoint stands behind the edge ``pivotal serve`` has
+(``server.edge``: allowed hosts, cross-site refusal, the caller before the body, lockout,
+body and head deadlines). The MCP SDK is imported only when the command runs."""
 
 from __future__ import annotations
 
@@ -14,6 +16,17 @@ import typer
 
 from pivotal.cli._shared import JsonFlag, dump, run, settings_of, writing
 from pivotal.cli.root import pivotal_version
+from pivotal.cli.serve import (
+    BODY_TIMEOUT,
+    HEADER_TIMEOUT,
+    MIN_BODY_RATE,
+    AllowedHosts,
+    BodyTimeout,
+    HeaderTimeout,
+    MinBodyRate,
+    TrustedProxies,
+    edge_hosts,
+)
 from pivotal.observability.logs import LogFormat, configure_logging
 
 log = logging.getLogger("pivotal.mcp")
@@ -36,6 +49,11 @@ def mcp(
     ] = Transport.STDIO,
     host: Annotated[str, typer.Option(help="Address to listen on (http).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65_535, help="Port to listen on (http).")] = 8765,
+    allowed_host: AllowedHosts = None,
+    trusted_proxy: TrustedProxies = None,
+    header_timeout: HeaderTimeout = HEADER_TIMEOUT,
+    body_timeout: BodyTimeout = BODY_TIMEOUT,
+    min_body_rate: MinBodyRate = MIN_BODY_RATE,
     log_format: Annotated[
         LogFormat, typer.Option(help="text, or json: one JSON object per line (on stderr).")
     ] = LogFormat.TEXT,
@@ -46,6 +64,8 @@ def mcp(
 
     Over http the endpoint is http://HOST:PORT/mcp and needs a token from
     `pivotal tokens create --role agent`; --json prints where, as one JSON line, first.
+    It has the edge `pivotal serve` has: another Host than --allowed-host gets 421, a
+    request from another site 403, bad tokens 429 after 20 a minute, slow requests 408.
     """
     if not host.strip() or not host.isprintable() or len(host) > 255:
         raise typer.BadParameter("--host needs an address", param_hint="--host")
@@ -54,10 +74,11 @@ def mcp(
             "over stdio, stdout carries the protocol alone: --json is for --transport http",
             param_hint="--json",
         )
+    hosts, proxies = edge_hosts(host, allowed_host, trusted_proxy)
     settings = settings_of(ctx)
 
     async def work() -> None:
-        from pivotal.mcp import PATH, build_server, http_app
+        from pivotal.mcp import PATH, build_server
         from pivotal.mcp.server import run_stdio
 
         async with writing(settings, "mcp") as orch:
@@ -72,8 +93,17 @@ def mcp(
             import uvicorn
 
             from pivotal.cli.serve import uvicorn_config
+            from pivotal.listeners import listener
+            from pivotal.server.edge import Edge
 
-            _, app = http_app(orch, host=host, port=port, version=pivotal_version())
+            edge = Edge(
+                allowed_hosts=tuple(hosts),
+                trusted_proxies=tuple(proxies),
+                body_timeout=body_timeout,
+                min_body_rate=min_body_rate,
+                header_timeout=header_timeout,
+            )
+            app = listener("mcp").build(orch, edge, host=host, port=port, version=pivotal_version())
             if as_json:
                 url = f"http://{host}:{port}{PATH}"
                 dump({"ledger": str(settings.ledger), "url": url, "transport": "http"})

@@ -35,7 +35,6 @@ from pivotal.cli.outbox import RelayOptions, relay_beside, webhook_secret
 from pivotal.cli.sagas import print_saga
 from pivotal.errors import PlanRejected
 from pivotal.observability.metrics import PivotalMetrics
-from pivotal.observability.metrics_endpoint import MetricsEndpoint
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import parse_plan
 from pivotal.state import Event, SagaState, SagaStatus
@@ -179,6 +178,15 @@ def worker(
         str,
         typer.Option(help="Address the metrics endpoint listens on.", callback=bounded(MAX_NAME)),
     ] = "127.0.0.1",
+    metrics_allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="HOST",
+            help="A host name the metrics endpoint answers for (.example.com: and its "
+            "subdomains; *: any); repeatable. Another Host is refused with 421. Default: "
+            "localhost, 127.0.0.1, ::1 and --metrics-host.",
+        ),
+    ] = None,
     relay_webhook: Annotated[
         str | None,
         typer.Option(
@@ -210,10 +218,13 @@ def worker(
     leases lapse), it says which, and exits 130. While a live worker has its name it
     claims nothing and says so, and starts once that one stops or falls silent (as a
     supervisor restarting a crashed worker expects). With
-    --metrics-port it serves its Prometheus metrics, and the ledger's gauges, there. With
+    --metrics-port it serves its Prometheus metrics, and the ledger's gauges, there, to a
+    bearer token of any role (`pivotal tokens create`), behind the edge `pivotal serve`
+    has. With
     --relay-webhook or --relay-callable it also delivers the outbox, as `outbox relay` does.
     """
     settings = settings_of(ctx)
+    metrics_hosts = _metrics_hosts(metrics_host, metrics_allowed_host)
     relaying = RelayOptions(
         webhook=relay_webhook,
         secret=webhook_secret(None, relay_secret_env) if relay_webhook is not None else None,
@@ -235,7 +246,7 @@ def worker(
         settled = metrics.outbox_settled if metrics is not None else None
         async with (
             writing(settings, "worker", migrate=migrate, **options) as orch,
-            _metrics_endpoint(metrics, orch, metrics_host, metrics_port),
+            _metrics_endpoint(metrics, orch, metrics_host, metrics_port, metrics_hosts),
             relay_beside(orch.store, relaying, settled, drain=until_idle, clock=orch.clock),
         ):
             runner = Worker(orch, config)
@@ -272,16 +283,42 @@ def worker(
         raise typer.Exit(_stopping.EXIT_ABANDONED)
 
 
+def _metrics_hosts(host: str, allowed: list[str] | None) -> tuple[str, ...]:
+    """The hosts the metrics endpoint answers for, checked."""
+    from pivotal.server.edge import default_hosts
+    from pivotal.server.guard import normal_hosts
+
+    hosts = default_hosts(host, allowed)
+    try:
+        normal_hosts(hosts)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--metrics-allowed-host") from None
+    return hosts
+
+
 @contextlib.asynccontextmanager
 async def _metrics_endpoint(
-    metrics: PivotalMetrics | None, orch: Orchestrator, host: str, port: int | None
+    metrics: PivotalMetrics | None,
+    orch: Orchestrator,
+    host: str,
+    port: int | None,
+    hosts: tuple[str, ...],
 ) -> AsyncIterator[None]:
-    """Serve ``metrics`` on ``host:port`` while the worker runs (nothing without a port)."""
+    """Serve ``metrics`` on ``host:port`` while the worker runs (nothing without a port),
+    as the listener ``worker-metrics`` (``listeners``), answering for ``hosts``."""
     if metrics is None or port is None:
         yield
         return
+    from pivotal.listeners import listener
+    from pivotal.observability.metrics_endpoint import MetricsEndpoint
+    from pivotal.server.edge import Edge
+
     metrics.expect(c.name for c in orch.app)
-    async with MetricsEndpoint(metrics, orch.store, port=port, host=host) as endpoint:
+    edge = Edge(allowed_hosts=hosts)
+    app = listener("worker-metrics").build(orch, edge, metrics=metrics)
+    async with MetricsEndpoint(
+        metrics, orch.store, port=port, host=host, edge=edge, app=app
+    ) as endpoint:
         err.print(Text(f"metrics: {endpoint.url}"))
         yield
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from pivotal.cli._shared import JsonFlag, dump, run, settings_of, writing
-from pivotal.observability.logs import ASGIApp, LogFormat, RequestLog, configure_logging
+from pivotal.observability.logs import ASGIApp, LogFormat, configure_logging
 from pivotal.principals import Role
 
 if TYPE_CHECKING:
@@ -29,7 +29,42 @@ BODY_TIMEOUT = 15.0
 MIN_BODY_RATE = 1024.0
 KEEP_ALIVE = 5
 CONCURRENCY = 1000
-MAX_HEAD = 16 * 1024  # bytes of a request head uvicorn buffers at most
+
+# the edge's options, as every command serving a listener takes them (``server.edge``)
+AllowedHosts = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allowed-host",
+        metavar="HOST",
+        help="A host name this server answers for (.example.com: and its subdomains; "
+        "*: any); repeatable. Another Host is refused with 421. Default: localhost, "
+        "127.0.0.1, ::1 and --host.",
+    ),
+]
+TrustedProxies = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--trusted-proxy",
+        metavar="ADDRESS",
+        help="A proxy's address or network (10.0.0.0/8); repeatable. Only from these "
+        "peers are X-Forwarded-For (the client the lockout counts) and X-Forwarded-Proto "
+        "believed (and --trust-proxy-header, which needs one).",
+    ),
+]
+HeaderTimeout = Annotated[
+    float,
+    typer.Option(min=0.1, max=300, help="Seconds a client may take to send a request head."),
+]
+BodyTimeout = Annotated[
+    float,
+    typer.Option(
+        min=0.1, max=600, help="Seconds a request body may pause (408 and closed past it)."
+    ),
+]
+MinBodyRate = Annotated[
+    float,
+    typer.Option(min=1, help="Bytes a second a request body must arrive at, at least."),
+]
 
 
 def register(cli: typer.Typer) -> None:
@@ -59,15 +94,7 @@ def serve(
     proxy_role: Annotated[
         Role, typer.Option(help="The role of principals named by --trust-proxy-header.")
     ] = Role.VIEWER,
-    trusted_proxy: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="ADDRESS",
-            help="A proxy's address or network (10.0.0.0/8); repeatable. Only from these "
-            "peers are --trust-proxy-header (which needs one), X-Forwarded-Proto and "
-            "X-Forwarded-For believed.",
-        ),
-    ] = None,
+    trusted_proxy: TrustedProxies = None,
     proxy_secret_header: Annotated[
         str | None,
         typer.Option(
@@ -77,15 +104,7 @@ def serve(
             "ignored.",
         ),
     ] = None,
-    allowed_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="HOST",
-            help="A host name this server answers for (.example.com: and its subdomains; "
-            "*: any); repeatable. Another Host is refused with 421. Default: localhost, "
-            "127.0.0.1, ::1 and --host.",
-        ),
-    ] = None,
+    allowed_host: AllowedHosts = None,
     secure_cookies: Annotated[
         bool,
         typer.Option(
@@ -94,20 +113,9 @@ def serve(
             "over https, to this server or to a trusted proxy).",
         ),
     ] = False,
-    header_timeout: Annotated[
-        float,
-        typer.Option(min=0.1, max=300, help="Seconds a client may take to send a request head."),
-    ] = HEADER_TIMEOUT,
-    body_timeout: Annotated[
-        float,
-        typer.Option(
-            min=0.1, max=600, help="Seconds a request body may pause (408 and closed past it)."
-        ),
-    ] = BODY_TIMEOUT,
-    min_body_rate: Annotated[
-        float,
-        typer.Option(min=1, help="Bytes a second a request body must arrive at, at least."),
-    ] = MIN_BODY_RATE,
+    header_timeout: HeaderTimeout = HEADER_TIMEOUT,
+    body_timeout: BodyTimeout = BODY_TIMEOUT,
+    min_body_rate: MinBodyRate = MIN_BODY_RATE,
     keep_alive_timeout: Annotated[
         int, typer.Option(min=1, max=300, help="Seconds an idle connection is kept open.")
     ] = KEEP_ALIVE,
@@ -139,20 +147,24 @@ def serve(
     settings = settings_of(ctx)
 
     async def work() -> None:
-        from pivotal.server import create_app
+        from pivotal.listeners import listener
         from pivotal.server.auth import trust_proxy_header as trust
+        from pivotal.server.edge import Edge
 
+        edge = Edge(
+            allowed_hosts=tuple(hosts),
+            trusted_proxies=tuple(proxies),
+            max_body=max_body,
+            body_timeout=body_timeout,
+            min_body_rate=min_body_rate,
+            header_timeout=header_timeout,
+        )
         async with writing(settings, "serve") as orch:
-            api = create_app(
-                orch.store,
-                orch.app,
-                max_body=max_body,
+            api = listener("api").build(
+                orch,
+                edge,
                 telemetry=orch.telemetry.observers,
-                allowed_hosts=hosts,
-                trusted_proxies=proxies,
                 secure_cookies=secure_cookies,
-                body_timeout=body_timeout,
-                min_body_rate=min_body_rate,
             )
             proxy = None
             if trust_proxy_header is not None:
@@ -212,7 +224,6 @@ def serve(
                 host,
                 port,
                 tracing=tracing,
-                header_timeout=header_timeout,
                 keep_alive=keep_alive_timeout,
                 limit_concurrency=limit_concurrency,
             )
@@ -220,6 +231,27 @@ def serve(
 
     with configure_logging(log_format):
         run(work())
+
+
+def edge_hosts(
+    host: str, allowed: list[str] | None, proxies: list[str] | None
+) -> tuple[list[str], list[str]]:
+    """The allowed hosts (``allowed``, else loopback's names and ``host``) and the trusted
+    proxies, checked (BadParameter naming the option)."""
+    from pivotal.server.guard import LOOPBACK, normal_hosts
+    from pivotal.server.peers import TrustedProxies as Proxies
+
+    hosts = list(allowed or [*LOOPBACK, *([] if host in ("0.0.0.0", "::") else [host])])
+    try:
+        normal_hosts(hosts)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--allowed-host") from None
+    trusted = list(proxies or [])
+    try:
+        Proxies.parse(trusted)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--trusted-proxy") from None
+    return hosts, trusted
 
 
 def _checked(
@@ -230,19 +262,7 @@ def _checked(
     secret_header: str | None,
 ) -> tuple[list[str], list[str], str | None]:
     """The allowed hosts, the trusted proxies and the proxy's secret, checked."""
-    from pivotal.server.guard import LOOPBACK, normal_hosts
-    from pivotal.server.peers import TrustedProxies
-
-    hosts = list(allowed or [*LOOPBACK, *([] if host in ("0.0.0.0", "::") else [host])])
-    try:
-        normal_hosts(hosts)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--allowed-host") from None
-    trusted = list(proxies or [])
-    try:
-        TrustedProxies.parse(trusted)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--trusted-proxy") from None
+    hosts, trusted = edge_hosts(host, allowed, proxies)
     if header is not None and not trusted:
         raise typer.BadParameter(
             "--trust-proxy-header needs --trusted-proxy ADDRESS (repeatable): the proxies "
@@ -272,46 +292,20 @@ def uvicorn_config(
     port: int,
     *,
     tracing: Tracing | None = None,
-    header_timeout: float = HEADER_TIMEOUT,
+    header_timeout: float | None = None,
     keep_alive: int = KEEP_ALIVE,
     limit_concurrency: int | None = CONCURRENCY,
 ) -> uvicorn.Config:
-    """Uvicorn serving ``api`` behind ``RequestLog`` (and ``TraceRequests`` with
-    ``tracing``), with no logging setup of its own: its lines reach the root logger's
-    handler (``configure_logging``) and its access log is off (``RequestLog`` writes one
-    line per request instead, without the query string).
+    """Uvicorn serving ``api`` as every listener is served (``server.edge.uvicorn_config``:
+    a head must arrive within ``header_timeout`` seconds, else the app's edge's)."""
+    from pivotal.server.edge import uvicorn_config as config
 
-    Slow clients are cut off: a request head must arrive within ``header_timeout`` seconds
-    (``timeouts.timed_h11``), an idle connection is closed after ``keep_alive`` seconds, a
-    head buffers at most ``MAX_HEAD`` bytes, and past ``limit_concurrency`` connections and
-    requests at once a new request is answered 503. Uvicorn's own proxy headers are off: the
-    app believes ``X-Forwarded-*`` only from its trusted proxies (``server.peers``)."""
-    import uvicorn
-
-    from pivotal.server.timeouts import timed_h11
-
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
-        # a uvicorn set up earlier in this process (its default dictConfig) may have left
-        # handlers of its own that stop propagation: its lines go to ours
-        own = logging.getLogger(name)
-        own.handlers.clear()
-        own.propagate = True
-        own.disabled = False
-    served: ASGIApp = RequestLog(api)
-    if tracing is not None:
-        from pivotal.observability.tracing import TraceRequests
-
-        served = TraceRequests(served, tracing)
-    return uvicorn.Config(
-        served,
-        host=host,
-        port=port,
-        log_level="info",
-        log_config=None,
-        access_log=False,
-        http=timed_h11(header_timeout),
-        timeout_keep_alive=keep_alive,
+    return config(
+        api,
+        host,
+        port,
+        tracing=tracing,
+        header_timeout=header_timeout,
+        keep_alive=keep_alive,
         limit_concurrency=limit_concurrency,
-        h11_max_incomplete_event_size=MAX_HEAD,
-        proxy_headers=False,
     )

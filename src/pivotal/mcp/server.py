@@ -13,6 +13,7 @@ from typing import Any, cast
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from starlette.applications import Starlette
 
@@ -20,6 +21,8 @@ from pivotal.mcp.auth import LedgerTokens, auth_settings
 from pivotal.mcp.strict import StrictPlans, strict_lines
 from pivotal.mcp.tools import PlannerTools
 from pivotal.orchestrator import Orchestrator
+from pivotal.principals import Role
+from pivotal.server.edge import Edge, caller_gate, default_hosts, ledger_tokens, mount
 
 NAME = "pivotal"
 PATH = "/mcp"
@@ -78,14 +81,32 @@ def build_server(
 
 
 def http_app(
-    orchestrator: Orchestrator, *, host: str = "127.0.0.1", port: int = 8000, version: str = ""
+    orchestrator: Orchestrator,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    version: str = "",
+    edge: Edge | None = None,
 ) -> tuple[MCPServer[Any], Starlette]:
     """The server and its streamable HTTP app (at ``/mcp``), bearer tokens required.
-    Run the app's lifespan (uvicorn does) or ``server.session_manager.run()`` around it."""
+    Run the app's lifespan (uvicorn does) or ``server.session_manager.run()`` around it.
+
+    The app stands behind ``edge`` (``server.edge``; by default one answering for
+    ``host`` and loopback's names), as every listener does: a request without a token of
+    role ``agent`` is refused before its body is read (401; 403 for another role), bad
+    tokens are locked out, and bodies are capped and timed. The SDK's own Host and Origin
+    check is off: the edge checks them, on any address."""
+    chosen = edge if edge is not None else Edge(allowed_hosts=default_hosts(host))
     shown = f"[{host}]" if ":" in host else host
     server = build_server(orchestrator, url=f"http://{shown}:{port}", version=version)
-    app = server.streamable_http_app(streamable_http_path=PATH, host=host)
+    app = server.streamable_http_app(
+        streamable_http_path=PATH,
+        host=host,
+        max_request_body_size=max(chosen.max_body, 1),
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
     app.add_middleware(StrictPlans)  # plans read as sent: a key given twice is refused
+    mount(app, chosen, caller_gate(ledger_tokens(orchestrator.store, [Role.AGENT])))
     return server, app
 
 

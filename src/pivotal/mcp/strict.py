@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
 PLAN_TOOLS = frozenset({"validate_plan", "submit_plan"})
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # a larger HTTP body is refused unread (413)
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # a larger HTTP body is refused (413); the edge caps it first
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -1,9 +1,12 @@
-"""A worker's own metrics endpoint: Prometheus' HTTP server over a ``PivotalMetrics``
-registry, and a task that keeps its ledger gauges fresh.
+"""A worker's own metrics endpoint: ``GET /metrics`` over a ``PivotalMetrics`` registry,
+served by uvicorn behind the edge every listener has (``server.edge``), and a task that
+keeps its ledger gauges fresh.
 
-``pivotal worker --metrics-port N`` runs one for as long as the worker runs. The server
-answers in a thread of its own, so a scrape never waits on the event loop; the gauges it
-serves are those of the last refresh (every ``every`` seconds).
+``pivotal worker --metrics-port N`` runs one for as long as the worker runs, on the
+worker's event loop. As on ``pivotal serve``'s ``/metrics``, a scrape needs a bearer token of
+the ledger, of any role; bad tokens are locked out, the ``Host`` must be an allowed one,
+and a slow or large request is cut off. The gauges it serves are those of the last refresh
+(every ``every`` seconds).
 """
 
 from __future__ import annotations
@@ -11,15 +14,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
+import socket
+from collections.abc import Iterator
 from types import TracebackType
-from wsgiref.simple_server import WSGIServer
+from typing import Any
 
-from prometheus_client import start_http_server
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from pivotal.clock import Clock, SystemClock
 from pivotal.errors import PivotalError
 from pivotal.observability.metrics import PivotalMetrics
+from pivotal.principals import Role
+from pivotal.server.edge import Edge, caller_gate, default_hosts, ledger_tokens, mount
 from pivotal.store.base import Store
 
 log = logging.getLogger("pivotal.metrics")
@@ -31,9 +37,33 @@ class MetricsEndpointError(PivotalError):
     code = "metrics_endpoint_failed"
 
 
+PATH = "/metrics"
+
+
+def metrics_app(metrics: PivotalMetrics, store: Store, edge: Edge | None = None) -> Any:
+    """The endpoint's application: ``GET /metrics`` (the registry as it stands), for a
+    bearer token of ``store`` of any role, behind ``edge`` (by default one answering for
+    loopback's names)."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def scrape(request: Request) -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    app = Starlette(routes=[Route(PATH, scrape, methods=["GET"])])
+    chosen = edge if edge is not None else Edge(allowed_hosts=default_hosts("127.0.0.1"))
+    mount(app, chosen, caller_gate(ledger_tokens(store, list(Role))))
+    return app
+
+
 class MetricsEndpoint:
     """``async with MetricsEndpoint(metrics, store, port=9464):`` serves the metrics at
-    ``http://host:port/metrics`` and refreshes the ledger gauges until the block ends."""
+    ``http://host:port/metrics`` and refreshes the ledger gauges until the block ends.
+    ``edge`` (default: answering for ``host`` and loopback's names) is its edge; ``app``,
+    when given, is what it serves (``listeners``: built with its edge) in place of
+    ``metrics_app``'s."""
 
     def __init__(
         self,
@@ -44,6 +74,8 @@ class MetricsEndpoint:
         host: str = "127.0.0.1",
         every: float = 5.0,
         clock: Clock | None = None,
+        edge: Edge | None = None,
+        app: Any = None,
     ) -> None:
         self.metrics = metrics
         self.store = store
@@ -51,27 +83,37 @@ class MetricsEndpoint:
         self.host = host
         self.every = every
         self.clock = clock or SystemClock()
-        self._server: WSGIServer | None = None
-        self._thread: threading.Thread | None = None
+        self.edge = edge if edge is not None else Edge(allowed_hosts=default_hosts(host))
+        self.app = app if app is not None else metrics_app(metrics, store, self.edge)
+        self._socket: socket.socket | None = None
+        self._server: Any = None
+        self._serving: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
         """Where the metrics are served (the port the server bound)."""
-        port = self._server.server_port if self._server is not None else self.port
+        port = self._socket.getsockname()[1] if self._socket is not None else self.port
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{port}/metrics"
+        return f"http://{host}:{port}{PATH}"
 
     async def __aenter__(self) -> MetricsEndpoint:
         await self.metrics.refresh(self.store, self.clock.now())  # served from the start
         try:
-            self._server, self._thread = start_http_server(
-                self.port, self.host, registry=self.metrics.registry
-            )
+            self._socket = _bound(self.host, self.port)
         except OSError as exc:
             raise MetricsEndpointError(
                 f"cannot serve metrics on {self.host}:{self.port}: {exc}"
             ) from exc
+        self._server = _server(self.app, self.host, self.port)
+        self._serving = asyncio.create_task(
+            self._server.serve(sockets=[self._socket]), name="pivotal-metrics-endpoint"
+        )
+        while not self._server.started:  # readiness: uvicorn sets it once it listens
+            if self._serving.done():
+                await self._close()
+                raise MetricsEndpointError(f"cannot serve metrics on {self.host}:{self.port}")
+            await asyncio.sleep(0.01)
         self._task = asyncio.create_task(self._refreshing(), name="pivotal-metrics-refresh")
         return self
 
@@ -85,9 +127,15 @@ class MetricsEndpoint:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._server is not None:
-            server, thread = self._server, self._thread
-            await asyncio.to_thread(_shut, server, thread)
+        await self._close()
+
+    async def _close(self) -> None:
+        if self._server is not None and self._serving is not None:
+            self._server.should_exit = True
+            with contextlib.suppress(Exception):
+                await self._serving
+        if self._socket is not None:
+            self._socket.close()
 
     async def _refreshing(self) -> None:
         while True:
@@ -95,8 +143,33 @@ class MetricsEndpoint:
             await self.metrics.refresh(self.store, self.clock.now())  # never raises
 
 
-def _shut(server: WSGIServer, thread: threading.Thread | None) -> None:
-    server.shutdown()
-    server.server_close()
-    if thread is not None:
-        thread.join(timeout=5)
+def _bound(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (an OSError when it cannot be had)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+def _server(app: Any, host: str, port: int) -> Any:
+    """Uvicorn serving ``app`` as every listener is served (``edge.uvicorn_config``),
+    leaving the process's signals to the worker."""
+    import uvicorn
+
+    from pivotal.server.edge import uvicorn_config
+
+    class Embedded(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield  # the worker handles SIGINT and SIGTERM; it closes this server itself
+
+    config = uvicorn_config(app, host, port, log_level="warning")
+    config.lifespan = "off"
+    return Embedded(config)

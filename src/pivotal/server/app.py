@@ -13,11 +13,10 @@ from pivotal.observability.metrics import PivotalMetrics
 from pivotal.orchestrator import Orchestrator
 from pivotal.server import errors, pages
 from pivotal.server.context import Context
+from pivotal.server.edge import Edge, mount
 from pivotal.server.gate import AuthGate
-from pivotal.server.guard import Guard
-from pivotal.server.limits import MAX_BODY, BodyLimit, Lockout
+from pivotal.server.limits import MAX_BODY, Lockout
 from pivotal.server.pages.session import secure_cookies as secure
-from pivotal.server.peers import trust_proxies
 from pivotal.server.routes import (
     agents,
     approvals,
@@ -28,7 +27,7 @@ from pivotal.server.routes import (
     workers,
 )
 from pivotal.server.routes import metrics as metrics_route
-from pivotal.server.timeouts import BODY_TIMEOUT, MIN_BODY_RATE, BodyTimeouts
+from pivotal.server.timeouts import BODY_TIMEOUT, HEADER_TIMEOUT, MIN_BODY_RATE
 from pivotal.store.base import Store
 from pivotal.telemetry import Telemetry
 
@@ -54,6 +53,7 @@ def create_app(
     secure_cookies: bool = False,
     body_timeout: float = BODY_TIMEOUT,
     min_body_rate: float = MIN_BODY_RATE,
+    header_timeout: float = HEADER_TIMEOUT,
     lockout: Lockout | None = None,
 ) -> FastAPI:
     """The HTTP API over an open ``store`` and ``app``'s catalogues (the caller opens and
@@ -61,10 +61,12 @@ def create_app(
     (submissions, decisions) and are served at ``/metrics``; ``telemetry`` (log fields,
     traces) observes them too.
 
-    In front of the routes, outermost first: ``guard.Guard`` (``allowed_hosts``: None
+    In front of the routes, the edge every listener has (``edge.mount``), outermost first:
+    ``guard.Guard`` (``allowed_hosts``: None
     checks no Host; cross-site requests; headers on every answer), ``gate.AuthGate`` (the
     caller before the body; ``lockout``, else one of its own, counts failed credentials),
-    ``timeouts.BodyTimeouts`` (``body_timeout``, ``min_body_rate``) and the body cap.
+    ``timeouts.BodyTimeouts`` (``body_timeout``, ``min_body_rate``) and the body cap;
+    ``header_timeout`` is for uvicorn (``edge.uvicorn_config``).
     ``trusted_proxies`` (addresses, networks) may say a request came over https and who
     the client is; ``secure_cookies`` makes every cookie ``Secure``. There is no Swagger UI
     or ReDoc page (they load scripts from a CDN): the OpenAPI document is at
@@ -80,8 +82,6 @@ def create_app(
     )
     api.state.pivotal = Context(store, orchestrator, chosen, max_body)
     api.state.pivotal_metrics = measured
-    api.state.pivotal_lockout = lockout or Lockout()
-    trust_proxies(api, trusted_proxies)
     secure(api, secure_cookies)
     errors.install(api)
     for group in (
@@ -96,8 +96,14 @@ def create_app(
     ):
         api.include_router(group.router)
     api.include_router(pages.router)
-    api.add_middleware(BodyLimit, max_body=max_body)  # innermost
-    api.add_middleware(BodyTimeouts, idle=body_timeout, min_rate=min_body_rate)
-    api.add_middleware(AuthGate)
-    api.add_middleware(Guard, allowed_hosts=allowed_hosts)  # outermost
+    edge = Edge(
+        allowed_hosts=None if allowed_hosts is None else tuple(allowed_hosts),
+        trusted_proxies=tuple(trusted_proxies),
+        max_body=max_body,
+        body_timeout=body_timeout,
+        min_body_rate=min_body_rate,
+        header_timeout=header_timeout,
+        lockout=lockout or Lockout(),
+    )
+    mount(api, edge, AuthGate)
     return api

@@ -24,11 +24,13 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.datastructures import Headers
 
 from pivotal.principals import Role, hash_token
 from pivotal.server.context import Context, context
 from pivotal.server.errors import Forbidden, Unauthorized
 from pivotal.server.peers import from_trusted_proxy, trust_proxies
+from pivotal.store.base import Store
 
 MAX_TOKEN = 512
 MAX_NAME = 200
@@ -114,9 +116,10 @@ def _proxied(request: Request) -> Principal | None:
     return Principal(name, trust.role, f"proxy:{trust.header}")
 
 
-def bearer_of(request: Request) -> str | None:
+def bearer_of(request: Request | Headers) -> str | None:
     """The bearer token of the Authorization header, if any."""
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    headers = request if isinstance(request, Headers) else request.headers
+    scheme, _, value = headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not value.strip():
         return None
     return value.strip()
@@ -128,12 +131,17 @@ async def authenticate(request: Request, ctx: Context) -> Principal:
     proxied = _proxied(request)
     if proxied is not None:
         return proxied
-    secret = bearer_of(request)
+    return await token_principal(bearer_of(request), ctx.store)
+
+
+async def token_principal(secret: str | None, store: Store) -> Principal:
+    """The principal of bearer token ``secret`` in the ledger; Unauthorized when there is
+    none, or it is unknown or revoked."""
     if secret is None:
         raise Unauthorized("a bearer token is required: Authorization: Bearer <token>")
     if len(secret) > MAX_TOKEN:
         raise Unauthorized("the bearer token is unknown or revoked")
-    token = await ctx.store.token_by_hash(hash_token(secret))
+    token = await store.token_by_hash(hash_token(secret))
     if token is None or token.revoked_at is not None:
         raise Unauthorized("the bearer token is unknown or revoked")
     try:

@@ -10,8 +10,9 @@ Pure ASGI middleware, in front of the body cap and the routes:
 * ``POST /ui/login`` carries its token in the body: it is let through to its route, which
   counts its failures with ``login_failed``.
 
-Failed credentials are counted in the application's ``limits.Lockout``: a bearer token that
-is unknown or revoked per client address; a failed page login per client address and per
+Failed credentials are counted in the application's ``limits.Lockout`` (``edge.admit``): a
+bearer token that is unknown or revoked per client (``peers.client_key``: an IPv4 address,
+an IPv6 /64, however written); a failed page login per client address and per
 the submitted token (its hash: ``token_key``), the one name a failed login has. Past the
 limit a key is locked: a bad credential under it is answered 429 with ``Retry-After`` (and
 no longer counted), a token locked by its own failures is not even looked up. A *valid*
@@ -24,13 +25,12 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pivotal.server.auth import PRINCIPAL, authenticate
+from pivotal.server.auth import PRINCIPAL, Principal, authenticate
 from pivotal.server.context import Context
+from pivotal.server.edge import Refused, admit
 from pivotal.server.errors import Unauthorized
-from pivotal.server.guard import answer, has_body
-from pivotal.server.limits import lockout_of
+from pivotal.server.guard import has_body
 from pivotal.server.pages import session
-from pivotal.server.peers import client_address
 
 TOKEN_PATHS = ("/v1", "/metrics", "/openapi.json")
 LOGIN = "/ui/login"
@@ -76,32 +76,21 @@ class AuthGate:
             await self.app(scope, receive, send)
 
     async def _api(self, scope: Scope, receive: Receive, send: Send) -> None:
-        lockout = lockout_of(scope)
-        address = client_address(scope)
-        request = Request(scope)
+        admitted, who = await admit(scope, send, _principal)
+        if admitted:
+            scope.setdefault("state", {})[PRINCIPAL] = who  # a valid token: never locked out
+            await self.app(scope, receive, send)
+
+
+async def _principal(scope: Scope) -> Principal:
+    """The API's caller (``auth.authenticate``); a bad credential presented is counted."""
+    request = Request(scope)
+    ctx: Context = scope["app"].state.pivotal
+    try:
+        return await authenticate(request, ctx)
+    except Unauthorized as exc:
         presented = "authorization" in request.headers
-        ctx: Context = scope["app"].state.pivotal
-        try:
-            who = await authenticate(request, ctx)
-        except Unauthorized as exc:
-            if presented:  # a bad credential: refused while its address is locked, else counted
-                wait = lockout.retry_after(address)
-                if wait is not None:
-                    await answer(send, 429, "too_many_failures", too_many(wait), retry(wait))
-                    return
-                lockout.failed(address)
-            await answer(send, 401, exc.code, exc.message, [(b"www-authenticate", b"Bearer")])
-            return
-        scope.setdefault("state", {})[PRINCIPAL] = who  # a valid token: never locked out
-        await self.app(scope, receive, send)
-
-
-def too_many(wait: int) -> str:
-    return f"too many failed credentials: try again in {wait} s"
-
-
-def retry(wait: int) -> list[tuple[bytes, bytes]]:
-    return [(b"retry-after", str(wait).encode())]
+        raise Refused(401, exc.code, exc.message, counted=presented) from None
 
 
 def _closing(scope: Scope) -> list[tuple[bytes, bytes]]:

@@ -17,7 +17,7 @@ from fastapi import Query
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pivotal.server.errors import BodyTooLarge, error_body
-from pivotal.server.peers import client_address
+from pivotal.server.peers import client_key
 
 MAX_BODY = 512 * 1024
 MAX_PAGE = 500
@@ -113,7 +113,7 @@ async def page(
 
 
 class Lockout:
-    """Failed credentials per key (a source address, or ``token_key`` of a token a
+    """Failed credentials per key (a client, ``peers.client_key``, or ``token_key`` of a token a
     login submitted): ``limit`` failures within ``window`` seconds lock the key for ``lock``
     seconds, during which a bad credential under it is refused (429 with ``Retry-After``);
     a valid token is not (``gate``), so a shared address locked by one client refuses no
@@ -196,7 +196,7 @@ def login_failed(scope: Scope, token_hash: str | None) -> int | None:
     token is locked (answer 429, counting nothing more), else None once it is counted
     against both (answer 401)."""
     lockout = lockout_of(scope)
-    keys = [client_address(scope)] + ([token_key(token_hash)] if token_hash else [])
+    keys = [client_key(scope)] + ([token_key(token_hash)] if token_hash else [])
     wait = lockout.retry_after(*keys)
     if wait is None:
         lockout.failed(*keys)

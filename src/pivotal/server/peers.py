@@ -5,7 +5,11 @@ names the addresses and networks of the reverse proxies in front of the server. 
 request whose TCP peer is one of them may name its principal in the trusted proxy header
 (``auth.trust_proxy_header``), say it arrived over https (``X-Forwarded-Proto``, for the
 session cookie's ``Secure``) or name the client's address (``X-Forwarded-For``, for the
-failure lockout). From any other peer those headers are ignored."""
+failure lockout). From any other peer those headers are ignored.
+
+``client_key(scope)`` is the client as a network sees it, which is what the lockout counts:
+an IPv4 address, or the /64 an IPv6 address is in (a client is given a whole /64 and may
+use any address of it), however it is written (``network_key``)."""
 
 from __future__ import annotations
 
@@ -87,6 +91,31 @@ def client_address(scope: Scope) -> str:
         if hop and not trusted.trusts(hop):
             return hop[:64]
     return address
+
+
+def network_key(address: str) -> str:
+    """The client an address belongs to, one spelling for all its forms: an IPv4 address
+    (``::ffff:1.2.3.4`` is ``1.2.3.4``), or its IPv6 /64 (``2001:db8::1``,
+    ``2001:0DB8:0:0::7`` and ``[2001:db8::1%eth0]`` are all ``2001:db8::/64``). Anything
+    that is no address is kept, lower case and bounded (``unknown``, a proxy's odd hop)."""
+    text = address.strip().lower()
+    if text.startswith("[") and "]" in text:
+        text = text[1 : text.index("]")]
+    text = text.partition("%")[0]  # a zone id names the interface, not the client
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return address.strip().lower()[:64] or "unknown"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))
+    return str(ip)
+
+
+def client_key(scope: Scope) -> str:
+    """The lockout's key for the request's client (``client_address``, ``network_key``)."""
+    return network_key(client_address(scope))
 
 
 def arrived_over_https(scope: Scope) -> bool:
