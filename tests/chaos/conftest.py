@@ -23,6 +23,7 @@ _BY_SAGA = (
     "approvals",
     "dead_letters",
     "saga_subjects",
+    "exposure",
     "sagas",
 )  # children first
 _TUNED: set[str] = set()
