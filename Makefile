@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo serve test chaos-soak chaos-sigstop explore lint bench bench-peers clean
+.PHONY: demo serve test check chaos-soak chaos-sigstop explore lint bench bench-peers clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy src/pivotal
+
+# Lint, types, and the unit and table tests (the saga machine's table and explorations
+# included): the quick check before a commit.
+check: lint
+	$(BIN)/pytest tests/unit
 
 # The 30 slowest tests are printed at the end: what to make faster first.
 test: lint
