@@ -21,7 +21,6 @@ from pivotal.store.writer import GroupWriter, begin
 T = TypeVar("T")
 
 
-
 def _null(value: None) -> None:
     return None
 
@@ -30,6 +29,7 @@ def _null(value: None) -> None:
 # adaptation protocol (two missed attributes, an exception each): every NULL a saga writes
 # paid for it. Registered, None is bound as NULL at the cost of one call.
 sqlite3.register_adapter(type(None), _null)
+
 
 class SQLiteStore(SQLStore):
     """A ledger in one SQLite file; several processes may share it.
