@@ -52,6 +52,7 @@ EVENT_STYLE = {
 
 Role = Literal["id", "fixed", "date", "text"]
 TEXT_MIN = 8  # the narrowest a column of text gets: it folds onto more lines instead
+TEXT_FLOOR = 5  # ... unless an id would fold: then text narrows down to this first
 DATE = 10  # a timestamp's width: the date on one line, the time below it
 ID_MIN = 8  # the narrowest an id gets when the ids cannot all be shown whole
 
@@ -59,10 +60,12 @@ ID_MIN = 8  # the narrowest an id gets when the ids cannot all be shown whole
 class FittedTable(Table):
     """A table that stays readable in a narrow terminal (80 columns): ids are shown whole
     on one line while they fit and folded (never cut) when they cannot; long text folds
-    onto more lines, never narrower than ``TEXT_MIN`` (or its header); short fields (a
-    status, a count) keep their width; a timestamp takes two lines of ``DATE``. Widths are
-    settled when the table is rendered, for the width it is given: what is left after the
-    short fields goes to the ids first, then evenly to the text."""
+    onto more lines, never narrower than ``TEXT_MIN`` (or its header) unless an id would
+    fold, and then never narrower than ``TEXT_FLOOR``, on one line cut with an ellipsis
+    (``--wide``, or the JSON, has it whole); short fields (a status, a count)
+    keep their width; a timestamp takes two lines of ``DATE``. Widths are settled when the
+    table is rendered, for the width it is given: what is left after the short fields goes
+    to the ids first, then evenly to the text."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -79,15 +82,42 @@ class FittedTable(Table):
         self.roles.append(role)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        self._fit(options.max_width)
-        return super().__rich_console__(console, options)
+        chosen = self._fit(options.max_width)
+        ids = [i for i, role in enumerate(self.roles) if role == "id"]
+        if any(chosen[i] < self._widest(i) for i in ids):
+            yield self._stacked(ids)  # an id would fold: a record a row instead
+            return
+        yield from super().__rich_console__(console, options)
+
+    def _stacked(self, ids: list[int]) -> Group:
+        """The rows as records, for a terminal too narrow to show the ids whole in columns:
+        a row's ids on its first line, each whole, then its other cells, one a line under
+        their header."""
+
+        def cell(column: int, row: int) -> Text:
+            value = self.columns[column]._cells[row]
+            return value if isinstance(value, Text) else Text(str(value))
+
+        parts: list[Text] = []
+        if self.title:
+            parts.append(Text(str(self.title), style="italic"))
+        for row in range(self.row_count):
+            parts.append(Text("  ", style="bold").join(cell(i, row) for i in ids))
+            for i, column in enumerate(self.columns):
+                shown = cell(i, row)
+                if i not in ids and shown.plain:
+                    parts.append(Text.assemble((f"  {column.header}: ", "dim"), shown))
+        if self.caption:
+            parts.append(Text(str(self.caption), style="dim"))
+        return Group(*parts)
 
     def _widest(self, index: int) -> int:
         column = self.columns[index]
         cells = [column.header, *column._cells]
-        return max(1, *(cell_len(c.plain if isinstance(c, Text) else str(c)) for c in cells))
+        texts = (c.plain if isinstance(c, Text) else str(c) for c in cells)
+        return max(1, *(cell_len(line) for text in texts for line in text.split("\n")))
 
-    def _fit(self, width: int) -> None:
+    def _fit(self, width: int) -> list[int]:
         count = len(self.columns)
         roles = self.roles + ["text"] * (count - len(self.roles))
         widest = [self._widest(i) for i in range(count)]
@@ -100,6 +130,16 @@ class FittedTable(Table):
             least = DATE if roles[i] == "date" else max(TEXT_MIN, self._header(i))
             chosen[i] = min(widest[i], least)
             spare -= chosen[i]
+        # an id whole on one line (a person copies it) comes before text at its ease, when
+        # narrowing the text that far makes every id whole
+        short = sum(widest[i] for i in ids) - spare
+        narrowing = [i for i in texts if roles[i] == "text"]
+        if 0 < short <= sum(max(chosen[i] - TEXT_FLOOR, 0) for i in narrowing):
+            while short > 0:
+                widest_text = max(narrowing, key=chosen.__getitem__)
+                chosen[widest_text] -= 1
+                spare += 1
+                short -= 1
         # the ids, shortest first: each is whole while the others can still get their share
         for n, i in enumerate(sorted(ids, key=widest.__getitem__)):
             chosen[i] = min(widest[i], max(ID_MIN, spare // (len(ids) - n)))
@@ -119,8 +159,13 @@ class FittedTable(Table):
                 spare -= more
                 if chosen[i] >= widest[i]:
                     wanting.remove(i)
-        for column, fitted in zip(self.columns, chosen, strict=True):
+        for i, (column, fitted) in enumerate(zip(self.columns, chosen, strict=True)):
             column.width = fitted
+            if roles[i] == "text":  # squeezed for an id: one line, cut with an ellipsis
+                squeezed = fitted < min(widest[i], TEXT_MIN)
+                column.no_wrap = squeezed
+                column.overflow = "ellipsis" if squeezed else "fold"
+        return chosen
 
     def _header(self, index: int) -> int:
         return cell_len(str(self.columns[index].header))
@@ -408,7 +453,7 @@ def sagas_table(sagas: Iterable[SagaSummary]) -> Table:
 def approvals_table(items: Iterable[PendingApproval]) -> Table:
     table = FittedTable(header_style="dim")
     columns = ("saga", "catalogue", "step", "reason", "rationale", "expires")
-    roles: tuple[Role, ...] = ("id", "text", "text", "text", "text", "date")
+    roles: tuple[Role, ...] = ("id", "text", "id", "text", "text", "date")
     for col, role in zip(columns, roles, strict=True):
         table.column(col, role)
     for p in items:
@@ -427,7 +472,7 @@ def approvals_table(items: Iterable[PendingApproval]) -> Table:
 def dead_letters_table(items: Iterable[DeadLetter]) -> Table:
     table = FittedTable(header_style="dim")
     columns = ("id", "saga", "step", "undo key", "tries", "status", "error")
-    roles: tuple[Role, ...] = ("fixed", "id", "text", "id", "fixed", "fixed", "text")
+    roles: tuple[Role, ...] = ("fixed", "id", "id", "id", "fixed", "fixed", "text")
     for col, role in zip(columns, roles, strict=True):
         table.column(col, role)
     for d in items:

@@ -29,10 +29,8 @@ def describe(worker: WorkerInfo, now: float) -> dict[str, Any]:
 
 
 def leases_text(leases: Iterable[str]) -> str:
-    """The sagas leased, as a table cell: how many, and the first few by id."""
+    """The sagas leased, in one line: the first few by id, then how many more."""
     held = list(leases)
-    if not held:
-        return "0"
     shown = ", ".join(held[:LEASES_SHOWN])
     more = f", … {len(held) - LEASES_SHOWN} more" if len(held) > LEASES_SHOWN else ""
-    return f"{len(held)}: {shown}{more}"
+    return f"{shown}{more}"

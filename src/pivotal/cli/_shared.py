@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich.console import RenderableType
 from rich.text import Text
 from typer.core import TyperGroup
 
@@ -53,6 +54,7 @@ T = TypeVar("T")
 # Errors are never wrapped, so a long message stays one line a terminal or a log can search.
 out = SafeConsole(soft_wrap=True)
 err = SafeConsole(stderr=True, soft_wrap=True)
+WIDE = 10_000  # the columns a table gets under --wide: as many as it needs
 
 EXIT_INVALID = 1  # the plan is invalid (malformed or rejected)
 EXIT_ERROR = 2  # any other error, usage errors included
@@ -404,6 +406,16 @@ def read_plan(path: Path) -> bytes:
     return data
 
 
+def show(view: RenderableType, *, wide: bool = False) -> None:
+    """A table (or a view made of tables) on stdout: fitted to the terminal's width, or
+    under ``--wide`` at the width its cells need, nothing folded or cut."""
+    if not wide:
+        out.print(view)
+        return
+    console = SafeConsole(soft_wrap=True, width=WIDE, color_system=out.color_system)
+    console.print(view)
+
+
 def dump(value: Any) -> None:
     """``value`` as JSON on stdout."""
     sys.stdout.write(json.dumps(value, default=str, indent=2) + "\n")
@@ -448,6 +460,12 @@ def finite(value: float) -> float:
 # -- options shared by several commands -----------------------------------------------------
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+WideFlag = Annotated[
+    bool,
+    typer.Option(
+        "--wide", help="Print tables at their full width, whatever the terminal's: nothing folds."
+    ),
+]
 AllFlag = Annotated[bool, typer.Option("--all", help="Include resolved ones.")]
 Limit = Annotated[
     int, typer.Option("--limit", min=1, max=MAX_LIMIT, help="Show at most this many.")

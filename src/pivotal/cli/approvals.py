@@ -14,6 +14,7 @@ from pivotal.cli._shared import (
     Note,
     SagaId,
     Who,
+    WideFlag,
     dump,
     new_group,
     note_cut,
@@ -22,6 +23,7 @@ from pivotal.cli._shared import (
     reading,
     run,
     settings_of,
+    show,
     writing,
 )
 from pivotal.state import ApprovalStatus, SagaState, SagaStatus
@@ -34,7 +36,9 @@ def register(cli: typer.Typer) -> None:
 
 
 @approvals.command("list")
-def approvals_list(ctx: typer.Context, limit: Limit = 100, as_json: JsonFlag = False) -> None:
+def approvals_list(
+    ctx: typer.Context, limit: Limit = 100, as_json: JsonFlag = False, wide: WideFlag = False
+) -> None:
     """Pivots waiting for a decision, oldest first, with the planner's rationale."""
 
     async def work() -> list[Any]:
@@ -52,7 +56,7 @@ def approvals_list(ctx: typer.Context, limit: Limit = 100, as_json: JsonFlag = F
             ]
         )
     else:
-        out.print(render.approvals_table(shown))
+        show(render.approvals_table(shown), wide=wide)
     note_cut(len(shown), len(found), limit, "approvals", as_json=as_json)
 
 

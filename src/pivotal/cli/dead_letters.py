@@ -14,6 +14,7 @@ from pivotal.cli._shared import (
     Limit,
     Who,
     Why,
+    WideFlag,
     dump,
     new_group,
     note_cut,
@@ -21,6 +22,7 @@ from pivotal.cli._shared import (
     reading,
     run,
     settings_of,
+    show,
     valid_id,
     writing,
 )
@@ -42,7 +44,11 @@ def _existing(dead_letter_id: int) -> int:
 
 @dead_letters.command("list")
 def dead_letters_list(
-    ctx: typer.Context, show_all: AllFlag = False, limit: Limit = 100, as_json: JsonFlag = False
+    ctx: typer.Context,
+    show_all: AllFlag = False,
+    limit: Limit = 100,
+    as_json: JsonFlag = False,
+    wide: WideFlag = False,
 ) -> None:
     """Undos parked after their retries ran out, oldest first."""
 
@@ -55,7 +61,7 @@ def dead_letters_list(
     if as_json:
         dump([asdict(d) for d in shown])
     else:
-        out.print(render.dead_letters_table(shown))
+        show(render.dead_letters_table(shown), wide=wide)
     note_cut(len(shown), len(found), limit, "dead letters", as_json=as_json)
 
 

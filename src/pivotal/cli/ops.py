@@ -18,6 +18,7 @@ from pivotal.cli._shared import (
     PlanFile,
     SagaIdOption,
     SubmittedBy,
+    WideFlag,
     bounded,
     check_ledger,
     dump,
@@ -88,6 +89,7 @@ def execute(
     saga_id: SagaIdOption = None,
     by: SubmittedBy = None,
     as_json: JsonFlag = False,
+    wide: WideFlag = False,
 ) -> None:
     """Validate, submit and run a plan here until it ends or waits for approval.
 
@@ -103,7 +105,7 @@ def execute(
             return saga_actions.shown(stored, await orch.store.events(state.saga_id))
 
     stored, events = run(work())
-    print_saga(stored, events, as_json=as_json)
+    print_saga(stored, events, as_json=as_json, wide=wide)
     status = EXECUTE_EXIT.get(stored.state.status, EXECUTE_NOT_AT_REST)
     if status:
         raise typer.Exit(status)

@@ -23,6 +23,7 @@ from rich.text import Text
 from pivotal.cli._shared import (
     JsonFlag,
     Limit,
+    WideFlag,
     bounded,
     brief,
     dump,
@@ -34,6 +35,7 @@ from pivotal.cli._shared import (
     reading,
     run,
     settings_of,
+    show,
 )
 from pivotal.clock import Clock
 from pivotal.errors import InvalidInput, PivotalError
@@ -101,6 +103,7 @@ def outbox_list(
     ] = None,
     limit: Limit = 100,
     as_json: JsonFlag = False,
+    wide: WideFlag = False,
 ) -> None:
     """Outbox messages in outbox order (the order they are delivered in, per saga)."""
 
@@ -112,7 +115,7 @@ def outbox_list(
     if as_json:
         dump([asdict(m) | {"payload": dict(m.payload)} for m in found])
     else:
-        out.print(messages_table(found))
+        show(messages_table(found), wide=wide)
     note_cut(len(found), None, limit, "messages", as_json=as_json)
 
 

@@ -15,6 +15,7 @@ from pivotal.cli._shared import (
     Limit,
     Note,
     Who,
+    WideFlag,
     brief,
     dump,
     new_group,
@@ -25,6 +26,7 @@ from pivotal.cli._shared import (
     reading,
     run,
     settings_of,
+    show,
     valid_id,
     writing,
 )
@@ -127,6 +129,7 @@ def plan_command(
         typer.Option("--run", help="Record the accepted plan and run it in this process now."),
     ] = False,
     as_json: JsonFlag = False,
+    wide: WideFlag = False,
 ) -> None:
     """Ask a planner for a plan, re-planning on validator errors; with --submit, record it
     as a saga for a worker to run; with --run, record it and run it here."""
@@ -172,7 +175,7 @@ def plan_command(
         status = state.status.value if state else None
         dump(planned.model_dump(mode="json") | {"saga_status": status})
     else:
-        _print_run(planned, state)
+        _print_run(planned, state, wide=wide)
     if not planned.accepted:
         raise typer.Exit(1)
 
@@ -186,8 +189,8 @@ def _known(app: Any, given: dict[str, Scalar]) -> dict[str, Scalar]:
     }
 
 
-def _print_run(planned: PlanningRun, state: SagaState | None) -> None:
-    out.print(run_view(planned))
+def _print_run(planned: PlanningRun, state: SagaState | None, *, wide: bool) -> None:
+    show(run_view(planned), wide=wide)
     if state is not None:
         reason = safe_text(brief(state.reason or ""))
         out.print(f"saga {state.saga_id}:", status_text(state.status), reason)
@@ -213,7 +216,11 @@ def _escalation(escalation_id: int) -> int:
 
 @escalations.command("list")
 def escalations_list(
-    ctx: typer.Context, show_all: AllFlag = False, limit: Limit = 100, as_json: JsonFlag = False
+    ctx: typer.Context,
+    show_all: AllFlag = False,
+    limit: Limit = 100,
+    as_json: JsonFlag = False,
+    wide: WideFlag = False,
 ) -> None:
     """Escalations waiting for a person, newest first."""
     status = None if show_all else EscalationStatus.OPEN
@@ -228,13 +235,16 @@ def escalations_list(
     if as_json:
         dump([e.model_dump(mode="json") for e in found])
     else:
-        out.print(escalations_table(found))
+        show(escalations_table(found), wide=wide)
     note_cut(len(found), total, limit, "escalations", as_json=as_json)
 
 
 @escalations.command("show")
 def escalations_show(
-    ctx: typer.Context, escalation_id: EscalationId, as_json: JsonFlag = False
+    ctx: typer.Context,
+    escalation_id: EscalationId,
+    as_json: JsonFlag = False,
+    wide: WideFlag = False,
 ) -> None:
     """The request and every attempt, with its plan and errors."""
     wanted = _escalation(escalation_id)
@@ -250,7 +260,7 @@ def escalations_show(
     if as_json:
         dump(found.model_dump(mode="json"))
     else:
-        out.print(escalation_view(found))
+        show(escalation_view(found), wide=wide)
 
 
 @escalations.command("resolve")
@@ -297,6 +307,7 @@ def shadow_run(
     max_replans: MaxReplans = DEFAULT_MAX_REPLANS,
     batch: Annotated[str | None, typer.Option(help="Batch id (default: a new one).")] = None,
     as_json: JsonFlag = False,
+    wide: WideFlag = False,
 ) -> None:
     """Plan and validate each request, recording every attempt; nothing is executed."""
     _check_text_file(requests_file)
@@ -316,7 +327,7 @@ def shadow_run(
             )
             return shadow_report(runs, runs[0].batch_id if runs else batch)
 
-    _print_report(run(work()), as_json)
+    _print_report(run(work()), as_json, wide=wide)
 
 
 def _check_text_file(path: Path) -> None:
@@ -342,6 +353,7 @@ def shadow_report_command(
     batch: Annotated[str | None, typer.Option(help="Batch id (default: the latest).")] = None,
     every: Annotated[bool, typer.Option("--all", help="Every shadow batch together.")] = False,
     as_json: JsonFlag = False,
+    wide: WideFlag = False,
 ) -> None:
     """Acceptance rate, mean attempts, and rejection reasons by error code and step."""
 
@@ -352,11 +364,11 @@ def shadow_report_command(
             runs = await ledger.runs(PlanningMode.SHADOW, chosen)
             return shadow_report(runs, chosen)
 
-    _print_report(run(work()), as_json)
+    _print_report(run(work()), as_json, wide=wide)
 
 
-def _print_report(report: ShadowReport, as_json: bool) -> None:
+def _print_report(report: ShadowReport, as_json: bool, *, wide: bool) -> None:
     if as_json:
         dump(report.to_dict())
     else:
-        out.print(shadow_report_view(report))
+        show(shadow_report_view(report), wide=wide)

@@ -13,15 +13,16 @@ from rich.text import Text
 from pivotal.cli._shared import (
     MAX_LIMIT,
     JsonFlag,
+    WideFlag,
     bounded,
     dump,
-    out,
     reading,
     run,
     settings_of,
 )
+from pivotal.cli._shared import show as print_view
 from pivotal.plan import Provenance
-from pivotal.render import status_text, when
+from pivotal.render import FittedTable, status_text, when
 from pivotal.report import (
     DEFAULT_LIMIT,
     REVIEWED,
@@ -63,6 +64,7 @@ def report(
         int, typer.Option("--show", min=0, max=MAX_LIMIT, help="Sagas shown per cause.")
     ] = 10,
     as_json: JsonFlag = False,
+    wide: WideFlag = False,
 ) -> None:
     """The sagas of a period that ended compensated, compensation_failed or needs_human,
     grouped by cause with who proposed them, and the planner's rejections of the period."""
@@ -77,7 +79,7 @@ def report(
     if as_json:
         dump(found.model_dump(mode="json"))
     else:
-        out.print(render(found, show=show))
+        print_view(render(found, show=show), wide=wide)
 
 
 # -- for people ----------------------------------------------------------------------------
@@ -120,11 +122,11 @@ def plural(n: int, noun: str) -> str:
 
 
 def causes_table(found: Report) -> Table:
-    table = Table(title="by cause", title_justify="left", header_style="dim")
-    table.add_column("cause")
-    table.add_column("sagas", justify="right")
+    table = FittedTable(title="by cause", title_justify="left", header_style="dim")
+    table.column("cause", "text")
+    table.column("sagas", "fixed", justify="right")
     for status in REVIEWED:
-        table.add_column(status.value, justify="right")
+        table.column(status.value, "fixed", justify="right")
     for g in found.causes:
         table.add_row(
             safe_text(g.cause.label),
@@ -148,19 +150,30 @@ def proposer(p: Provenance | None) -> str:
 
 
 def group_table(group: CauseGroup, show: int) -> Table:
+    catalogues = sorted({e.catalogue for e in group.sagas[:show]})
+    one = len(catalogues) == 1  # then it is said once, in the title
     title = f"{printable(group.cause.label)}: {plural(group.count, 'saga')}"
-    table = Table(title=title, title_justify="left", header_style="dim")
-    for col in ("saga", "catalogue", "status", "ended"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("proposed by", overflow="fold")
-    table.add_column("reason", overflow="fold", ratio=1, min_width=24)
+    if one:
+        title += f" (catalogue {printable(catalogues[0])})"
+    table = FittedTable(
+        title=title, title_justify="left", header_style="dim", box=None, pad_edge=False
+    )
+    for col, role in (
+        ("saga", "id"),
+        *(() if one else (("catalogue", "text"),)),
+        ("status", "fixed"),
+        ("ended", "date"),
+        ("proposed by", "text"),
+        ("reason", "text"),
+    ):
+        table.column(col, role)  # type: ignore[arg-type]
     for e in group.sagas[:show]:
         reason = e.reason or ""
         if e.trigger is not None:
             reason = f"[started by {e.trigger.label}] {reason}"
         table.add_row(
             safe_text(e.saga_id),
-            safe_text(e.catalogue),
+            *(() if one else (safe_text(e.catalogue),)),
             status_text(e.status),
             when(e.updated_at),
             safe_text(proposer(e.provenance)),
@@ -175,10 +188,9 @@ def group_table(group: CauseGroup, show: int) -> Table:
 def partial_table(found: Report, show: int) -> Table:
     """The undos that restored only part of what was there, with their notes."""
     title = f"undone only in part: {plural(found.partial_undos, 'undo')}"
-    table = Table(title=title, title_justify="left", header_style="dim")
-    for col in ("saga", "step", "status"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("note", overflow="fold", ratio=1, min_width=24)
+    table = FittedTable(title=title, title_justify="left", header_style="dim")
+    for col, role in (("saga", "id"), ("step", "id"), ("status", "fixed"), ("note", "text")):
+        table.column(col, role)  # type: ignore[arg-type]
     rows = [(e, p) for g in found.causes for e in g.sagas for p in e.partial_undos]
     for e, p in rows[:show]:
         table.add_row(
@@ -209,18 +221,28 @@ def planner_parts(planner: PlannerReport) -> list[RenderableType]:
         )
     ]
     if planner.codes:
-        codes = Table(title="rejections by error code", title_justify="left", header_style="dim")
-        for col, justify in (("code", "left"), ("errors", "right"), ("attempts", "right")):
-            codes.add_column(col, justify=justify)  # type: ignore[arg-type]
-        codes.add_column("from")
+        codes = FittedTable(
+            title="rejections by error code", title_justify="left", header_style="dim"
+        )
+        codes.column("code", "id")
+        codes.column("errors", "fixed", justify="right")
+        codes.column("attempts", "fixed", justify="right")
+        codes.column("from", "fixed")
         for c in planner.codes:
             source = "validator" if c.validator else "planner"
             codes.add_row(safe_text(c.code), str(c.errors), str(c.attempts), source)
         parts.append(codes)
     if planner.escalations:
-        table = Table(title="escalations", title_justify="left", header_style="dim")
-        for col in ("id", "status", "opened", "planner", "codes", "reason"):
-            table.add_column(col, overflow="fold" if col == "reason" else "ellipsis")
+        table = FittedTable(title="escalations", title_justify="left", header_style="dim")
+        for col, role in (
+            ("id", "fixed"),
+            ("status", "fixed"),
+            ("opened", "date"),
+            ("planner", "text"),
+            ("codes", "text"),
+            ("reason", "text"),
+        ):
+            table.column(col, role)  # type: ignore[arg-type]
         for e in planner.escalations:
             table.add_row(
                 str(e.id),
@@ -238,9 +260,11 @@ def rollout_parts(found: Report) -> list[RenderableType]:
     """Each catalogue whose rollout limited agent plans: its setting and what it did."""
     if not found.rollout:
         return []
-    table = Table(title="rollout (agent plans)", title_justify="left", header_style="dim")
-    for column in ("catalogue", "setting", "executed", "shadowed", "refused"):
-        table.add_column(column, justify="right" if column[-2:] == "ed" else "left")
+    table = FittedTable(title="rollout (agent plans)", title_justify="left", header_style="dim")
+    table.column("catalogue", "text")
+    table.column("setting", "text")
+    for column in ("executed", "shadowed", "refused"):
+        table.column(column, "fixed", justify="right")
     for r in found.rollout:
         table.add_row(
             safe_text(r.catalogue),

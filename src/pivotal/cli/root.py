@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -53,6 +53,12 @@ def options(
         bool,
         typer.Option("--version", is_eager=True, callback=_show_version, help="Print the version."),
     ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print JSON, as the command's own --json does (for every command)."
+        ),
+    ] = False,
 ) -> None:
     """Durable sagas for plans proposed by AI agents."""
     if app and example_app:
@@ -61,3 +67,17 @@ def options(
             param_hint="--example-app",
         )
     ctx.obj = Settings(db=db, app=app or None, example_app=example_app)
+    if as_json:
+        ctx.default_map = json_defaults(ctx.command)
+
+
+def json_defaults(group: Any) -> dict[str, Any]:
+    """``--json`` as the default of every command under ``group`` that has it: what
+    ``pivotal --json sagas list`` means is ``pivotal sagas list --json``."""
+    found: dict[str, Any] = {}
+    for name, command in getattr(group, "commands", {}).items():
+        if hasattr(command, "commands"):
+            found[name] = json_defaults(command)
+        elif any(p.name == "as_json" for p in command.params):
+            found[name] = {"as_json": True}
+    return found

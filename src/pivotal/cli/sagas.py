@@ -22,6 +22,7 @@ from pivotal.cli._shared import (
     SagaId,
     Who,
     Why,
+    WideFlag,
     brief,
     dump,
     err,
@@ -32,6 +33,7 @@ from pivotal.cli._shared import (
     reading,
     run,
     settings_of,
+    show,
     writing,
 )
 from pivotal.errors import SagaNotFound
@@ -118,6 +120,7 @@ def sagas_list(
     ] = False,
     limit: Limit = 100,
     as_json: JsonFlag = False,
+    wide: WideFlag = False,
 ) -> None:
     """List sagas, newest first; filter and search them, and page with --cursor."""
     given = SagaFilter.given(locals())
@@ -144,7 +147,7 @@ def sagas_list(
     if as_json:
         dump(rows)
     else:
-        out.print(render.sagas_table(found))
+        show(render.sagas_table(found), wide=wide)
     if next_cursor is None:
         note_cut(len(found), total, limit, "sagas", as_json=as_json)
     else:
@@ -157,6 +160,7 @@ def sagas_show(
     ctx: typer.Context,
     saga_id: SagaId,
     as_json: JsonFlag = False,
+    wide: WideFlag = False,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -189,7 +193,7 @@ def sagas_show(
             err.print(Text(printable(f"stopped watching {saga_id}; the saga goes on")))
         return
     stored, events, progress = run(work())
-    print_saga(stored, events, as_json=as_json, verbose=verbose, progress=progress)
+    print_saga(stored, events, as_json=as_json, wide=wide, verbose=verbose, progress=progress)
 
 
 Shown = tuple[StoredSaga, list[Event], dict[int, live_progress.Shown]]
@@ -266,13 +270,14 @@ def print_saga(
     events: list[Event],
     *,
     as_json: bool,
+    wide: bool = False,
     verbose: bool = False,
     progress: Mapping[int, live_progress.Shown] | None = None,
 ) -> None:
     if as_json:
         dump(saga_json(stored, events, progress))
         return
-    out.print(saga_view(stored, events, verbose, progress))
+    show(saga_view(stored, events, verbose, progress), wide=wide)
 
 
 @sagas.command("resume")
@@ -342,7 +347,9 @@ def sagas_rerun(ctx: typer.Context, saga_id: SagaId, by: Who, as_json: JsonFlag 
 
 
 @sagas.command("events")
-def sagas_events(ctx: typer.Context, saga_id: SagaId, as_json: JsonFlag = False) -> None:
+def sagas_events(
+    ctx: typer.Context, saga_id: SagaId, as_json: JsonFlag = False, wide: WideFlag = False
+) -> None:
     """The saga's event log, oldest first, its texts redacted (--json: as the API gives it)."""
 
     async def work() -> tuple[StoredSaga, list[Event]]:
@@ -356,4 +363,4 @@ def sagas_events(ctx: typer.Context, saga_id: SagaId, as_json: JsonFlag = False)
     if as_json:
         dump(saga_actions.events_document(stored, events))
     else:
-        out.print(render.timeline(stored.state, saga_actions.redacted(events)))
+        show(render.timeline(stored.state, saga_actions.redacted(events)), wide=wide)

@@ -7,12 +7,12 @@ from dataclasses import asdict
 from typing import Annotated
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from pivotal.cli._shared import (
     MAX_NAME,
     JsonFlag,
+    WideFlag,
     bounded,
     brief,
     check_ledger,
@@ -22,11 +22,14 @@ from pivotal.cli._shared import (
     reading,
     run,
     settings_of,
+    show,
 )
 from pivotal.errors import InvalidInput, NameTaken
 from pivotal.principals import Role, canonical_person, hash_token, new_token
+from pivotal.render import FittedTable
 from pivotal.store import open_store
 from pivotal.store.base import Token
+from pivotal.terminal import safe_text
 
 tokens = new_group("Bearer tokens of the HTTP API (pivotal serve).")
 Name = Annotated[
@@ -124,7 +127,7 @@ def _refuse_taken(name: str, known: list[Token]) -> None:
 
 
 @tokens.command("list")
-def tokens_list(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+def tokens_list(ctx: typer.Context, as_json: JsonFlag = False, wide: WideFlag = False) -> None:
     """Every token: id, name, role, whether it requires on_behalf_of, created, revoked
     (never the secret)."""
 
@@ -136,17 +139,31 @@ def tokens_list(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     if as_json:
         dump([asdict(t) for t in found])
         return
-    table = Table("id", "name", "role", "on_behalf_of", "created", "revoked")
+    show(tokens_table(found), wide=wide)
+
+
+def tokens_table(found: list[Token]) -> FittedTable:
+    """The tokens; an id is never cut (``tokens revoke`` needs it whole)."""
+    table = FittedTable(header_style="dim", box=None, pad_edge=False)  # ids easy to select
+    for col, role in (
+        ("id", "id"),
+        ("name", "text"),
+        ("role", "fixed"),
+        ("on_behalf_of", "fixed"),
+        ("created", "date"),
+        ("revoked", "date"),
+    ):
+        table.column(col, role)  # type: ignore[arg-type]
     for t in found:
         table.add_row(
-            Text(t.id),
-            Text(brief(t.name)),
-            Text(t.role),
-            Text("required" if t.require_on_behalf_of else "-"),
-            Text(_when(t.created_at)),
-            Text(_when(t.revoked_at) if t.revoked_at is not None else "-"),
+            safe_text(t.id),
+            safe_text(brief(t.name)),
+            safe_text(t.role),
+            "required" if t.require_on_behalf_of else "-",
+            _when(t.created_at),
+            _when(t.revoked_at) if t.revoked_at is not None else "-",
         )
-    out.print(table)
+    return table
 
 
 @tokens.command("revoke")

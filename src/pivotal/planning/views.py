@@ -14,7 +14,7 @@ from rich.text import Text
 from pivotal.planning.base import Attempt, PlanRequest
 from pivotal.planning.records import Escalation, PlanningOutcome, PlanningRun
 from pivotal.planning.shadow import ShadowReport
-from pivotal.render import when
+from pivotal.render import FittedTable, when
 from pivotal.terminal import printable, safe_text
 
 OUTCOME_STYLE = {
@@ -59,9 +59,10 @@ def _call_name(call: Any) -> str:
 
 def attempts_table(attempts: Sequence[Attempt], *, args: bool = True) -> Table:
     """One row per attempt: who proposed, which steps (with their arguments), the verdict."""
-    table = Table(title="attempts", title_justify="left", header_style="dim", show_lines=True)
-    for col in ("#", "planner", "proposed steps", "verdict"):
-        table.add_column(col)
+    table = FittedTable(title="attempts", title_justify="left", header_style="dim", show_lines=True)
+    for col, role in (("#", "fixed"), ("planner", "text"), ("proposed steps", "text")):
+        table.column(col, role)  # type: ignore[arg-type]
+    table.column("verdict", "text")
     for a in attempts:
         steps = a.plan.get("steps") if isinstance(a.plan, dict) else None
         if not isinstance(steps, list):
@@ -108,9 +109,17 @@ def run_view(run: PlanningRun) -> Group:
 
 
 def escalations_table(items: Iterable[Escalation]) -> Table:
-    table = Table(header_style="dim")
-    for col in ("id", "status", "created", "catalogue", "request", "tries", "reason"):
-        table.add_column(col)
+    table = FittedTable(header_style="dim")
+    for col, role in (
+        ("id", "fixed"),
+        ("status", "fixed"),
+        ("created", "date"),
+        ("catalogue", "text"),
+        ("request", "text"),
+        ("tries", "fixed"),
+        ("reason", "text"),
+    ):
+        table.column(col, role)  # type: ignore[arg-type]
     for e in items:
         table.add_row(
             str(e.id),
@@ -150,9 +159,9 @@ def shadow_report_view(report: ShadowReport) -> Group:
         f"{report.accepted} ({report.acceptance_rate:.1%}); first try {report.first_try}",
     )
     head.add_row("mean attempts", f"{report.mean_attempts:.2f}")
-    reasons = Table(title="rejection reasons", title_justify="left", header_style="dim")
-    for col in ("error code", "step", "count"):
-        reasons.add_column(col)
+    reasons = FittedTable(title="rejection reasons", title_justify="left", header_style="dim")
+    for col, role in (("error code", "id"), ("step", "id"), ("count", "fixed")):
+        reasons.column(col, role)  # type: ignore[arg-type]
     for r in report.reasons:
         reasons.add_row(_plain(r.code), _plain(r.step or "-"), str(r.count))
     return Group(Panel(head, expand=False), reasons)

@@ -1,0 +1,103 @@
+"""Every command that prints a table has ``--wide`` (the table at its full width) and
+``--json``; ``--json`` given before the command works as after it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from cli_harness import InProcess, commands
+
+from pivotal import SQLiteStore
+
+TABLES = {  # the commands that print a table, or a view made of tables
+    "sagas list",
+    "sagas show",
+    "sagas events",
+    "approvals list",
+    "dead-letters list",
+    "tokens list",
+    "workers",
+    "outbox list",
+    "report",
+    "escalations list",
+    "escalations show",
+    "shadow run",
+    "shadow report",
+    "plan",
+    "execute",
+}
+OPTIONS = {" ".join(path): {o for p in c.params for o in p.opts} for path, c in commands()}
+
+
+@pytest.mark.parametrize("command", sorted(TABLES))
+def test_a_table_command_has_wide_and_json(command: str) -> None:
+    assert {"--wide", "--json"} <= OPTIONS[command]
+
+
+def test_every_command_that_has_wide_is_listed_here() -> None:
+    assert {name for name, options in OPTIONS.items() if "--wide" in options} == TABLES
+
+
+def _ledger(inproc: InProcess) -> None:
+    inproc.ok("migrate")
+    name = "tok-" + "x" * 40  # long enough that a table at 80 columns must squeeze it
+    inproc.ok("tokens", "create", "--name", name, "--role", "approver")
+    inproc.ok("tokens", "create", "--name", "planner-bot", "--role", "agent")
+
+    async def start() -> None:
+        async with SQLiteStore(inproc.ledger) as store:
+            await store.start_worker(
+                "w-1", time.time(), version="0.9", catalogues=["checkout"], beat_every=10.0
+            )
+
+    asyncio.run(start())
+
+
+READS = [
+    ("sagas", "list"),
+    ("approvals", "list"),
+    ("dead-letters", "list"),
+    ("tokens", "list"),
+    ("outbox", "list"),
+    ("escalations", "list"),
+]
+
+
+@pytest.mark.parametrize("command", READS, ids=" ".join)
+def test_json_before_the_command_is_json_after_it(
+    inproc: InProcess, command: tuple[str, ...]
+) -> None:
+    _ledger(inproc)
+    before = inproc.raw("--db", inproc.url, "--json", *command)
+    assert before.exit_code == 0, before.stderr
+    after = inproc.ok(*command, "--json")
+    assert json.loads(before.stdout) == json.loads(after)
+
+
+def test_json_before_workers_and_before_the_global_options(inproc: InProcess) -> None:
+    _ledger(inproc)
+    done = inproc.raw("--json", "--db", inproc.url, "workers")
+    assert done.exit_code == 0, done.stderr
+    assert [w["name"] for w in json.loads(done.stdout)] == ["w-1"]
+
+
+def test_json_before_the_command_makes_its_error_json(inproc: InProcess) -> None:
+    _ledger(inproc)
+    done = inproc.raw("--db", inproc.url, "--json", "sagas", "show", "nope")
+    assert done.exit_code == 2
+    assert json.loads(done.stderr)["error"] == "saga_not_found"
+
+
+def test_wide_keeps_every_token_on_one_line(inproc: InProcess) -> None:
+    _ledger(inproc)
+    inproc.env["COLUMNS"] = "80"
+    ids = [t["id"] for t in inproc.json("tokens", "list")]
+    wide = inproc.ok("tokens", "list", "--wide").splitlines()
+    for token_id in ids:
+        row = next(line for line in wide if token_id in line)
+        assert ("tok-" + "x" * 40 in row) or ("planner-bot" in row)
+    narrow = inproc.ok("tokens", "list").splitlines()
+    assert all(any(token_id in line for line in narrow) for token_id in ids)
