@@ -166,7 +166,7 @@ def group_table(group: CauseGroup, show: int) -> Table:
         ("proposed by", "text"),
         ("reason", "text"),
     ):
-        table.column(col, role)  # type: ignore[arg-type]
+        table.column(col, role)
     for e in group.sagas[:show]:
         reason = e.reason or ""
         if e.trigger is not None:
