@@ -89,9 +89,15 @@ def messages_table(items: list[Message]) -> Table:
             m.status,
             str(m.attempts),
             _when(m.next_attempt_at) if m.status == "pending" else "",
-            safe_text(brief(m.last_error or "", 70)),
+            safe_text(brief(shown_error(m) or "", 70)),
         )
     return table
+
+
+def shown_error(message: Message) -> str | None:
+    """The error a person sees beside a message: its last failed attempt's, until it is
+    delivered (then the error is history, not a problem)."""
+    return None if message.status == Status.DELIVERED else message.last_error
 
 
 @outbox.command("list")
