@@ -61,8 +61,9 @@ class FittedTable(Table):
     """A table that stays readable in a narrow terminal (80 columns): ids are shown whole
     on one line while they fit and folded (never cut) when they cannot; long text folds
     onto more lines, never narrower than ``TEXT_MIN`` (or its header) unless an id would
-    fold, and then never narrower than ``TEXT_FLOOR``, on one line cut with an ellipsis
-    (``--wide``, or the JSON, has it whole); short fields (a status, a count)
+    fold, and then never narrower than ``TEXT_FLOOR``; when the ids cannot all be whole
+    even so, each row is shown as a record instead (its ids on a line, then its other
+    fields one a line); short fields (a status, a count)
     keep their width; a timestamp takes two lines of ``DATE``. Widths are settled when the
     table is rendered, for the width it is given: what is left after the short fields goes
     to the ids first, then evenly to the text."""
@@ -159,12 +160,8 @@ class FittedTable(Table):
                 spare -= more
                 if chosen[i] >= widest[i]:
                     wanting.remove(i)
-        for i, (column, fitted) in enumerate(zip(self.columns, chosen, strict=True)):
+        for column, fitted in zip(self.columns, chosen, strict=True):
             column.width = fitted
-            if roles[i] == "text":  # squeezed for an id: one line, cut with an ellipsis
-                squeezed = fitted < min(widest[i], TEXT_MIN)
-                column.no_wrap = squeezed
-                column.overflow = "ellipsis" if squeezed else "fold"
         return chosen
 
     def _header(self, index: int) -> int:
@@ -452,8 +449,8 @@ def sagas_table(sagas: Iterable[SagaSummary]) -> Table:
 
 def approvals_table(items: Iterable[PendingApproval]) -> Table:
     table = FittedTable(header_style="dim")
-    columns = ("saga", "catalogue", "step", "reason", "rationale", "expires")
-    roles: tuple[Role, ...] = ("id", "text", "id", "text", "text", "date")
+    columns = ("saga", "catalogue", "step", "amount", "reason", "rationale", "expires")
+    roles: tuple[Role, ...] = ("id", "text", "id", "fixed", "text", "text", "date")
     for col, role in zip(columns, roles, strict=True):
         table.column(col, role)
     for p in items:
@@ -462,6 +459,7 @@ def approvals_table(items: Iterable[PendingApproval]) -> Table:
             safe_text(p.saga_id),
             safe_text(p.catalogue),
             safe_text(p.step_name),
+            safe_text(p.stake or "-"),
             safe_text(a.reason),
             safe_text(_short(a.rationale, 60)),
             when(a.expires_at),

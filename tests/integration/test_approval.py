@@ -50,6 +50,7 @@ async def test_large_amount_pauses_with_the_rationale(
     assert stored.state == paused
     [pending] = await store.pending_approvals()
     assert (pending.saga_id, pending.step_name) == ("big", "capture_payment")
+    assert (pending.amount, pending.currency, pending.stake) == (180, "EUR", "EUR 180.00")
     assert pending.approval == approval
     events = await store.events("big")
     assert events[-1].type is EventType.APPROVAL_REQUESTED

@@ -81,7 +81,7 @@ async def test_the_queue_and_detail_show_the_rationale_as_text(login: Login, wai
     queue = await c.get("/ui/approvals")
     assert queue.status_code == 200
     assert "/ui/approvals/big" in queue.text
-    assert "180.00" in queue.text
+    assert "EUR 180.00" in queue.text  # the amount at stake, in its currency
     assert "default-src 'none'" in queue.headers["content-security-policy"]
     detail = await c.get("/ui/approvals/big")
     assert detail.status_code == 200

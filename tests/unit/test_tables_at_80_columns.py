@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import re
+from decimal import Decimal
 
 import pytest
 from rich.console import Console
@@ -54,7 +55,11 @@ def approvals(saga_id: str) -> Table:
         expires_at=1_800_000_000.0,
     )
     return render.approvals_table(
-        [PendingApproval(saga_id, "payments", "capture_payment", approval)]
+        [
+            PendingApproval(
+                saga_id, "payments", "capture_payment", approval, Decimal("180.00"), "EUR"
+            )
+        ]
     )
 
 
@@ -115,14 +120,23 @@ def test_a_long_id_is_never_cut() -> None:
     assert lines[0].startswith(SCOPED_ID)  # whole, on the record's first line
 
 
-def test_the_rationale_and_the_reason_fold_rather_than_vanish() -> None:
+def test_at_80_columns_an_approval_is_a_record_with_its_amount_and_texts_whole() -> None:
     lines = shown(approvals(SHORT_ID))
+    assert lines[0].split() == [SHORT_ID, "capture_payment"]
+    assert "  amount: EUR 180.00" in lines
+    assert f"  reason: {REASON}" in lines
+    assert f"  rationale: {RATIONALE}" in lines
+
+
+def test_the_rationale_and_the_reason_fold_rather_than_vanish() -> None:
+    lines = shown(approvals(SHORT_ID), width=110)
     widths = columns(lines)
-    assert widths[3] >= render.TEXT_MIN
+    assert cell_text(lines, 3) == "EUR 180.00"  # the amount at stake, in its currency
     assert widths[4] >= render.TEXT_MIN
-    assert cell_text(lines, 3).replace(" ", "") == REASON.replace(" ", "")
-    assert cell_text(lines, 4).replace(" ", "") == RATIONALE.replace(" ", "")
-    assert "2027-01-15" in cell_text(lines, 5)  # the date, whole, above its time
+    assert widths[5] >= render.TEXT_MIN
+    assert cell_text(lines, 4).replace(" ", "") == REASON.replace(" ", "")
+    assert cell_text(lines, 5).replace(" ", "") == RATIONALE.replace(" ", "")
+    assert "2027-01-15" in cell_text(lines, 6)  # the date, whole, above its time
 
 
 def test_the_outbox_keeps_its_ids_whole_and_folds_the_error() -> None:

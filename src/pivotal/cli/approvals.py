@@ -52,6 +52,7 @@ def approvals_list(
             [
                 asdict(p.approval)
                 | {"saga_id": p.saga_id, "step": p.step_name, "step_index": p.approval.step}
+                | {"amount": None if p.amount is None else str(p.amount), "currency": p.currency}
                 for p in shown
             ]
         )

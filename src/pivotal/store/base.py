@@ -74,6 +74,16 @@ class PendingApproval:
     catalogue: str
     step_name: str
     approval: ApprovalRecord
+    # the value the gated step moves, as the saga reserved it (``exposure``); None: none
+    amount: Decimal | None = None
+    currency: str | None = None
+
+    @property
+    def stake(self) -> str | None:
+        """The amount at stake with its currency (``EUR 180.00``); None when none is kept."""
+        if self.amount is None:
+            return None
+        return f"{self.currency} {self.amount}" if self.currency else str(self.amount)
 
 
 @dataclass(frozen=True, slots=True)

@@ -250,8 +250,15 @@ LIST_SAGAS_UPDATED = (
     _SUMMARIES + " WHERE status = ? AND updated_at >= ? AND updated_at <= ?"
     " ORDER BY updated_at DESC, saga_id LIMIT ?"
 )
+# the value the gated step moves, as the saga reserved it (one row per subject, each with
+# the same amount): None when it moves none, or the saga reserved nothing (before 17)
+_STAKE = (
+    "(SELECT e.{} FROM exposure e WHERE e.saga_id = a.saga_id AND e.idx = a.step "
+    "ORDER BY e.subject, e.value LIMIT 1)"
+)
 PENDING_APPROVALS = (
-    f"SELECT {_prefixed('a', APPROVAL_COLUMNS)}, s.catalogue, st.name FROM approvals a "
+    f"SELECT {_prefixed('a', APPROVAL_COLUMNS)}, s.catalogue, st.name, "
+    f"{_STAKE.format('amount')}, {_STAKE.format('currency')} FROM approvals a "
     "JOIN sagas s ON s.saga_id = a.saga_id "
     "JOIN steps st ON st.saga_id = a.saga_id AND st.idx = a.step "
     "WHERE a.status = ? ORDER BY a.requested_at"

@@ -479,7 +479,17 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
 
     async def pending_approvals(self) -> list[PendingApproval]:
         found = await self._fetch(q.PENDING_APPROVALS, (ApprovalStatus.PENDING.value,))
-        return [PendingApproval(r[0], r[12], r[13], rows.approval_from_row(r)) for r in found]
+        return [
+            PendingApproval(
+                r[0],
+                r[12],
+                r[13],
+                rows.approval_from_row(r),
+                Decimal(r[14]) if r[14] is not None else None,
+                r[15],
+            )
+            for r in found
+        ]
 
     async def sagas_naming(self, name: str, value: str, since: float, limit: int) -> list[Related]:
         found = await self._fetch(q.SAGAS_NAMING, (name, value, since, limit))

@@ -75,7 +75,7 @@ def queue_item(
         "saga_id": p.saga_id,
         "catalogue": p.catalogue,
         "step": p.step_name,
-        "amount": _field(plan, ("amount",), a.step) if plan else None,
+        "amount": p.stake or (_field(plan, ("amount",), a.step) if plan else None),
         "tier": tier(catalogue, plan, a.step) if plan else None,
         "why": a.reason,
         "waited": waited(now - a.requested_at),
