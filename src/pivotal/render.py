@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from pivotal.overdue import step_overdue, undo_overdue
 from pivotal.plan import Provenance
 from pivotal.progress import Shown
 from pivotal.state import Event, EventType, SagaState, SagaStatus
@@ -345,10 +346,13 @@ def steps_table(
     state: SagaState,
     events: Sequence[Event] = (),
     progress: Mapping[int, Shown] | None = None,
+    now: float | None = None,
 ) -> Table:
     """The steps; given the events, a partial or lapsed undo's note follows its status;
     given the reports of calls in progress (``pivotal.progress.live``), each shows its
-    own in place of a result."""
+    own in place of a result; given the ledger's time ``now``, a retry whose time has
+    passed and that nothing picked up is marked overdue. Under the table, what ``try``
+    counts (its caption)."""
     table = FittedTable(
         title="steps", title_justify="left", header_style="dim", box=None, pad_edge=False
     )
@@ -356,25 +360,35 @@ def steps_table(
     roles: tuple[Role, ...] = ("fixed", "fixed", "fixed", "fixed", "fixed", "text", "text")
     for col, role in zip(columns, roles, strict=True):
         table.column(col, role, justify="right" if col == "try" else "left")
+    table.caption = "try: attempts of the step's action; undo (n): attempts of its undo"
+    table.caption_justify = "left"
     notes = undo_notes(events)
     progress = progress or {}
     for r in state.steps:
         undo = "" if r.undo_status.value == "none" else f"{r.undo_status.value} ({r.undo_attempts})"
         if r.index in notes:
             undo = f"{undo}: {_short(notes[r.index], 60)}"
+        undo_late = undo_overdue(r, now)
         shown = progress.get(r.index)
         table.add_row(
             str(r.index) + ("" if r.group is None else f" ∥{r.group}"),
             safe_text(r.name),
             r.kind,
-            r.status.value,
+            _late(r.status.value, step_overdue(r, now)),
             str(r.attempts),
-            undo,
+            _late(undo, undo_late),
             safe_text(shown.text, "cyan")
             if shown is not None
             else safe_text(_short(r.undo_error or r.error or r.result, 70)),
         )
     return table
+
+
+def _late(status: str, overdue: str | None) -> Text:
+    """A status, and below it, when its retry is overdue, how long (in bold red)."""
+    if overdue is None:
+        return Text(status)
+    return Text.assemble(status, "\n", (overdue, "bold red"))
 
 
 def saga_view(
@@ -386,6 +400,7 @@ def saga_view(
     last_error: str | None = None,
     verbose: bool = False,
     progress: Mapping[int, Shown] | None = None,
+    now: float | None = None,
 ) -> Group:
     """A saga as an operator reads it; ``last_error``: why its last pass ended without
     progress, or why a worker gave it back unrun (it cannot serve it), as the ledger keeps
@@ -412,7 +427,7 @@ def saga_view(
         head.add_row("approval", safe_text(f"{a.status.value}{by} — {a.reason}"))
     return Group(
         Panel(head, expand=False),
-        steps_table(state, events, progress),
+        steps_table(state, events, progress, now),
         Panel(
             timeline(state, events, verbose=verbose),
             title="events",
@@ -469,6 +484,8 @@ def approvals_table(items: Iterable[PendingApproval]) -> Table:
 
 def dead_letters_table(items: Iterable[DeadLetter]) -> Table:
     table = FittedTable(header_style="dim")
+    table.caption = "tries: attempts before it was parked + retries since"
+    table.caption_justify = "left"
     columns = ("id", "saga", "step", "undo key", "tries", "status", "error")
     roles: tuple[Role, ...] = ("fixed", "id", "id", "id", "fixed", "fixed", "text")
     for col, role in zip(columns, roles, strict=True):
@@ -479,7 +496,7 @@ def dead_letters_table(items: Iterable[DeadLetter]) -> Table:
             safe_text(d.saga_id),
             safe_text(d.step_name),
             safe_text(d.undo_key),
-            str(d.attempts),
+            f"{d.attempts} + {d.retries}",
             d.status,
             safe_text(_short(d.error, 70)),
         )

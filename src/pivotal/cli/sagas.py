@@ -192,35 +192,39 @@ def sagas_show(
         except KeyboardInterrupt:
             err.print(Text(printable(f"stopped watching {saga_id}; the saga goes on")))
         return
-    stored, events, progress = run(work())
-    print_saga(stored, events, as_json=as_json, wide=wide, verbose=verbose, progress=progress)
+    stored, events, progress, now = run(work())
+    print_saga(
+        stored, events, as_json=as_json, wide=wide, verbose=verbose, progress=progress, now=now
+    )
 
 
-Shown = tuple[StoredSaga, list[Event], dict[int, live_progress.Shown]]
+# the saga, its events, the reports of its calls in progress, the ledger's time
+Shown = tuple[StoredSaga, list[Event], dict[int, live_progress.Shown], float]
 WATCH_EVERY = 2.0  # seconds between two looks of ``sagas show --watch``
 
 
 async def read_saga(store: Store, saga_id: str) -> Shown:
-    """The saga, its events (both as people see them: ``saga_actions.shown``) and the
-    reports of its calls in progress."""
+    """The saga, its events (both as people see them: ``saga_actions.shown``), the
+    reports of its calls in progress and the ledger's time (what tells an overdue retry)."""
     stored = await store.load(saga_id)
     if stored is None:
         raise SagaNotFound(f"no saga {saga_id!r}")
     progress = await live_progress.live(store, stored.state, time.time())
-    return *saga_actions.shown(stored, await store.events(saga_id)), progress
+    stored, events = saga_actions.shown(stored, await store.events(saga_id))
+    return stored, events, progress, await store.ledger_time()
 
 
 async def watch_saga(ctx: typer.Context, saga_id: str, *, verbose: bool) -> None:
     """``sagas show --watch``: the view redrawn in place until the saga is at rest."""
     async with reading(settings_of(ctx)) as store:
-        stored, events, progress = await read_saga(store, saga_id)
+        stored, events, progress, now = await read_saga(store, saga_id)
         with Live(console=out, auto_refresh=False) as shown:
             while True:
-                shown.update(saga_view(stored, events, verbose, progress), refresh=True)
+                shown.update(saga_view(stored, events, verbose, progress, now), refresh=True)
                 if stored.state.status.terminal:
                     return
                 await asyncio.sleep(WATCH_EVERY)
-                stored, events, progress = await read_saga(store, saga_id)
+                stored, events, progress, now = await read_saga(store, saga_id)
 
 
 def saga_json(
@@ -252,6 +256,7 @@ def saga_view(
     events: list[Event],
     verbose: bool,
     progress: Mapping[int, live_progress.Shown] | None,
+    now: float | None = None,
 ) -> Group:
     plan = stored.plan
     return render.saga_view(
@@ -262,6 +267,7 @@ def saga_view(
         last_error=stored.last_error,
         verbose=verbose,
         progress=progress,
+        now=now,
     )
 
 
@@ -273,11 +279,12 @@ def print_saga(
     wide: bool = False,
     verbose: bool = False,
     progress: Mapping[int, live_progress.Shown] | None = None,
+    now: float | None = None,
 ) -> None:
     if as_json:
         dump(saga_json(stored, events, progress))
         return
-    show(saga_view(stored, events, verbose, progress), wide=wide)
+    show(saga_view(stored, events, verbose, progress, now), wide=wide)
 
 
 @sagas.command("resume")

@@ -424,7 +424,8 @@ async def _saga_values(ctx: Context, saga_id: str) -> dict[str, Any] | None:
     state = stored.state
     return {
         "saga": views.head(stored),
-        "steps": views.steps(stored, events, progress),
+        # overdue by the clock that set the due times: the ledger's (``clock.LedgerClock``)
+        "steps": views.steps(stored, events, progress, ctx.orchestrator.clock.now()),
         "events": views.timeline(state, events),
         "pictures": pictures.for_page(state, events, ctx.orchestrator.app, ctx.clock.now()),
         "parked": state.status is SagaStatus.NEEDS_HUMAN,

@@ -8,6 +8,7 @@ from typing import Any
 
 from pivotal import approval_view, render
 from pivotal.catalogue import Catalogue
+from pivotal.overdue import step_overdue, undo_overdue
 from pivotal.plan import Plan
 from pivotal.progress import Shown
 from pivotal.redaction import redact
@@ -91,9 +92,11 @@ def steps(
     stored: StoredSaga,
     events: Sequence[Event] = (),
     progress: Mapping[int, Shown] | None = None,
+    now: float | None = None,
 ) -> list[dict[str, Any]]:
     """The saga's steps; given its events, each partial undo with its note; given the
-    reports of calls in progress (``pivotal.progress.live``), each with its own."""
+    reports of calls in progress (``pivotal.progress.live``), each with its own; given the
+    ledger's time, a retry (of the step, or of its undo) that is overdue, and by how long."""
     args = _args(stored.plan)
     notes = render.undo_notes(events)
     progress = progress or {}
@@ -111,6 +114,8 @@ def steps(
                 "attempts": r.attempts,
                 "undo": "" if r.undo_status.value == "none" else r.undo_status.value,
                 "undo_note": as_text(notes[r.index], 200) if r.index in notes else "",
+                "overdue": step_overdue(r, now),
+                "undo_overdue": undo_overdue(r, now),
                 "outcome": as_text(redact(as_text(r.undo_error or r.error or r.result, 4000)), 200),
                 "progress": None if shown is None else shown.text,
                 "percent": None
