@@ -87,14 +87,14 @@ class FittedTable(Table):
         chosen = self._fit(options.max_width)
         ids = [i for i, role in enumerate(self.roles) if role == "id"]
         if any(chosen[i] < self._widest(i) for i in ids):
-            yield self._stacked(ids)  # an id would fold: a record a row instead
+            yield self._stacked(ids, options.max_width)  # an id would fold: records instead
             return
         yield from super().__rich_console__(console, options)
 
-    def _stacked(self, ids: list[int]) -> Group:
+    def _stacked(self, ids: list[int], width: int) -> Group:
         """The rows as records, for a terminal too narrow to show the ids whole in columns:
-        a row's ids on its first line, each whole, then its other cells, one a line under
-        their header."""
+        a row's ids on its first line, each whole, then its other cells as ``header: value``,
+        indented, as many to a line as fit in ``width``."""
 
         def cell(column: int, row: int) -> Text:
             value = self.columns[column]._cells[row]
@@ -105,10 +105,18 @@ class FittedTable(Table):
             parts.append(Text(str(self.title), style="italic"))
         for row in range(self.row_count):
             parts.append(Text("  ", style="bold").join(cell(i, row) for i in ids))
+            line = Text("  ")
             for i, column in enumerate(self.columns):
                 shown = cell(i, row)
-                if i not in ids and shown.plain:
-                    parts.append(Text.assemble((f"  {column.header}: ", "dim"), shown))
+                if i in ids or not shown.plain:
+                    continue
+                field = Text.assemble((f"{column.header}: ", "dim"), shown)
+                if line.plain.strip() and cell_len(line.plain) + 2 + field.cell_len > width:
+                    parts.append(line)
+                    line = Text("  ")
+                line.append_text(field if not line.plain.strip() else Text("  ") + field)
+            if line.plain.strip():
+                parts.append(line)
         if self.caption:
             parts.append(Text(str(self.caption), style="dim"))
         return Group(*parts)

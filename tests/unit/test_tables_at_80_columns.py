@@ -123,7 +123,7 @@ def test_a_long_id_is_never_cut() -> None:
 def test_at_80_columns_an_approval_is_a_record_with_its_amount_and_texts_whole() -> None:
     lines = shown(approvals(SHORT_ID))
     assert lines[0].split() == [SHORT_ID, "capture_payment"]
-    assert "  amount: EUR 180.00" in lines
+    assert "  catalogue: payments  amount: EUR 180.00" in lines
     assert f"  reason: {REASON}" in lines
     assert f"  rationale: {RATIONALE}" in lines
 
