@@ -7,7 +7,7 @@ from __future__ import annotations
 from pivotal.moments import age
 from pivotal.state import StepRecord, StepStatus, UndoStatus
 
-__all__ = ["late", "step_overdue", "undo_overdue"]
+__all__ = ["late", "overdue", "step_overdue", "undo_overdue"]
 
 
 def late(due: float | None, waiting: bool, now: float | None) -> float | None:
@@ -18,17 +18,19 @@ def late(due: float | None, waiting: bool, now: float | None) -> float | None:
     return now - due
 
 
-def _said(seconds: float | None) -> str | None:
+def overdue(due: float | None, waiting: bool, now: float | None) -> str | None:
+    """``overdue 2m 5s`` when a retry due at ``due`` is late (``late``); else None."""
+    seconds = late(due, waiting, now)
     return None if seconds is None else f"overdue {age(seconds)}"
 
 
 def step_overdue(r: StepRecord, now: float | None) -> str | None:
     """``overdue 2m 5s`` when the step's next attempt is late; else None."""
-    return _said(late(r.next_attempt_at, r.status is StepStatus.RETRY_WAIT, now))
+    return overdue(r.next_attempt_at, r.status is StepStatus.RETRY_WAIT, now)
 
 
 def undo_overdue(r: StepRecord, now: float | None) -> str | None:
     """``overdue 2m 5s`` when the next attempt of the step's undo (or the sweep's retry of
     its dead letter) is late; else None."""
     waiting = r.undo_status in (UndoStatus.RETRY_WAIT, UndoStatus.DEAD_LETTERED)
-    return _said(late(r.undo_next_attempt_at, waiting, now))
+    return overdue(r.undo_next_attempt_at, waiting, now)

@@ -15,6 +15,7 @@ from pivotal import (
     Catalogue,
     FakeClock,
     Orchestrator,
+    Permanent,
     RetryPolicy,
     StepContext,
     StepStatus,
@@ -62,15 +63,53 @@ async def test_an_overdue_retry_is_marked_on_the_saga_page(
     page = html.unescape((await viewer.get("/ui/sagas/b1")).text)
     assert "retry_wait" in page
     assert "overdue" not in page.split("<h2>Steps</h2>")[1].split("</table>")[0]
-    assert "Tries: attempts of the step's action so far" in page
+    assert "Tries: attempts of the step's action so far." in page
+    assert "is a worker running?" not in page
 
     due = state.steps[0].next_attempt_at
     assert due is not None
     clock.advance(due - clock.now() + 125)  # due 2 minutes ago, and no worker ran it
     page = html.unescape((await viewer.get("/ui/sagas/b1")).text)
     assert '<div class="error small overdue">overdue 2m 5s</div>' in page
+    assert "nothing has picked it up: is a worker running?" in page
 
 
-async def test_the_dead_letters_page_says_what_its_tries_count(login: Login) -> None:
-    page = html.unescape((await (await login(Role.OPERATOR)).get("/ui/dead-letters")).text)
+def parks() -> Catalogue:
+    shop = Catalogue("parks", doubt_grace=0.0)
+    once = RetryPolicy(max_attempts=1)
+
+    async def fine(args: Item, result: Any, ctx: StepContext) -> None:
+        return None
+
+    async def stuck(args: Item, result: Any, ctx: StepContext) -> None:
+        raise Transient("stock service busy: the hold stays")
+
+    @shop.compensable(undo=stuck, retry=once, undo_retry=RetryPolicy(max_attempts=2, jitter=False))
+    async def hold(args: Item, ctx: StepContext) -> dict[str, Any]:
+        return {"hold": "h-1"}
+
+    @shop.compensable(undo=fine, retry=once)
+    async def charge(args: Item, ctx: StepContext) -> None:
+        raise Permanent("card declined")
+
+    return shop
+
+
+async def test_the_dead_letters_page_says_what_its_tries_count_and_marks_an_overdue_retry(
+    login: Login, store: Store, clock: FakeClock
+) -> None:
+    orch = Orchestrator(store, parks(), clock=clock)
+    plan = {"catalogue": "parks", "steps": [{"name": "hold"}, {"name": "charge"}]}
+    await orch.execute(parse_plan(plan), saga_id="p1")
+    [letter] = await store.dead_letters("open")
+    assert letter.next_retry_at is not None  # a sweep retries it then
+    operator = await login(Role.OPERATOR)
+
+    page = html.unescape((await operator.get("/ui/dead-letters")).text)
+    assert f'title="{letter.attempts} tries before it was parked, 0 retries since"' in page
     assert "tried 4 times before it was parked, and retried once since" in page
+    assert "overdue" not in page
+
+    clock.advance(letter.next_retry_at - clock.now() + 61)  # no sweep ran
+    page = html.unescape((await operator.get("/ui/dead-letters")).text)
+    assert '<div class="error small overdue">overdue 1m 1s</div>' in page

@@ -510,8 +510,10 @@ async def dead_letters(request: Request, notice: str = "") -> Response:
     who = await _who(request, READERS)
     if not isinstance(who, Viewer):
         return who
-    found = await _ctx(request).store.dead_letters("open")
-    rows = [views.dead_letter(d) for d in found[:200]]
+    ctx = _ctx(request)
+    found = await ctx.store.dead_letters("open")
+    now = ctx.orchestrator.clock.now()  # the clock that set the retries' times: the ledger's
+    rows = [views.dead_letter(d, now) for d in found[:200]]
     return page(request, "dead_letters.html", 200, who, rows=rows, notice=NOTICES.get(notice, ""))
 
 

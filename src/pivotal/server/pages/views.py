@@ -8,7 +8,7 @@ from typing import Any
 
 from pivotal import approval_view, render
 from pivotal.catalogue import Catalogue
-from pivotal.overdue import step_overdue, undo_overdue
+from pivotal.overdue import overdue, step_overdue, undo_overdue
 from pivotal.plan import Plan
 from pivotal.progress import Shown
 from pivotal.redaction import redact
@@ -259,7 +259,9 @@ def head(stored: StoredSaga) -> dict[str, Any]:
     }
 
 
-def dead_letter(d: DeadLetter) -> dict[str, Any]:
+def dead_letter(d: DeadLetter, now: float | None = None) -> dict[str, Any]:
+    """A dead letter as its page shows it; given the ledger's time, whether the sweep's
+    retry of it is overdue, and by how long."""
     return {
         "id": d.id,
         "saga_id": d.saga_id,
@@ -271,6 +273,7 @@ def dead_letter(d: DeadLetter) -> dict[str, Any]:
         "status": d.status,
         "created_at": render.when(d.created_at),
         "next_retry_at": render.when(d.next_retry_at) if d.next_retry_at else "only by hand",
+        "overdue": overdue(d.next_retry_at, d.status == "open", now),
     }
 
 
