@@ -17,7 +17,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.rule import Rule
-from rich.table import Table
 from rich.text import Text
 
 from pivotal.errors import InvalidInput
@@ -30,7 +29,7 @@ from pivotal.plan import ActorType, Plan, Provenance
 from pivotal.planning import PlanRequest, ScriptedPlanner, plan_and_submit
 from pivotal.planning.views import attempts_table
 from pivotal.relay import CallableSink, Relay
-from pivotal.render import status_text, timeline
+from pivotal.render import FittedTable, status_text, timeline
 from pivotal.state import Event, EventType, SagaState, SagaStatus
 from pivotal.store.base import Store
 from pivotal.store.sqlite import SQLiteStore
@@ -483,9 +482,14 @@ async def run_demo(out: Path, console: Console | None = None) -> list[tuple[Scen
         await send_apologies(store, app, console)
         letters = await store.dead_letters("open")
     app.services.close()
-    summary = Table(title="outcomes", title_justify="left", header_style="dim")
-    for col in ("scenario", "saga", "outcome", "as expected"):
-        summary.add_column(col)
+    summary = FittedTable(title="outcomes", title_justify="left", header_style="dim")
+    for col, role in (
+        ("scenario", "text"),
+        ("saga", "id"),
+        ("outcome", "fixed"),
+        ("as expected", "text"),
+    ):
+        summary.column(col, role)  # type: ignore[arg-type]
     for (scenario, state), ok in zip(results, verdicts, strict=True):
         if ok:
             verdict = "yes"
