@@ -55,27 +55,28 @@ Role = Literal["id", "fixed", "date", "text"]
 TEXT_MIN = 8  # the narrowest a column of text gets: it folds onto more lines instead
 TEXT_FLOOR = 5  # ... unless an id would fold: then text narrows down to this first
 DATE = 10  # a timestamp's width: the date on one line, the time below it
-ID_MIN = 8  # the narrowest an id gets when the ids cannot all be shown whole
+ID_MIN = 8  # the narrowest an id column is measured at when the ids cannot all be whole
 
 
 class FittedTable(Table):
-    """A table that stays readable in a narrow terminal (80 columns): ids are shown whole
-    on one line while they fit and folded (never cut) when they cannot; long text folds
-    onto more lines, never narrower than ``TEXT_MIN`` (or its header) unless an id would
-    fold, and then never narrower than ``TEXT_FLOOR``; when the ids cannot all be whole
-    even so, each row is shown as a record instead (its ids on a line, then its other
-    fields one a line); short fields (a status, a count)
-    keep their width; a timestamp takes two lines of ``DATE``. Widths are settled when the
-    table is rendered, for the width it is given: what is left after the short fields goes
-    to the ids first, then evenly to the text."""
+    """A table that stays readable in a narrow terminal (80 columns) and never breaks what
+    a person copies: an id (a saga id, a step name, a key) is whole on one line. Long text
+    folds onto more lines, never narrower than ``TEXT_MIN`` (or its header), or than
+    ``TEXT_FLOOR`` when that is what keeps the ids whole; short fields (a status, a count)
+    keep their width; a timestamp takes two lines of ``DATE``. When the ids cannot all be
+    whole in columns even so, each row is shown as a record instead: its ids on one line,
+    then its other fields as ``header: value``. Widths are settled when the table is
+    rendered, for the width it is given: what is left after the short fields goes to the
+    ids first, then evenly to the text."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.roles: list[Role] = []
 
     def column(self, header: str, role: Role = "text", **options: Any) -> None:
-        """Add a column of ``role``: ``id`` (whole if it fits, else folded), ``fixed`` (its
-        natural width, unwrapped), ``date`` (a timestamp) or ``text`` (folds)."""
+        """Add a column of ``role``: ``id`` (always whole: in its column, or on a record's
+        first line), ``fixed`` (its natural width, unwrapped), ``date`` (a timestamp) or
+        ``text`` (folds)."""
         if role == "fixed":
             options.setdefault("no_wrap", True)
         else:
