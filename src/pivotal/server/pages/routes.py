@@ -247,7 +247,12 @@ def _rollouts(ctx: Context) -> list[tuple[str, str]]:
 
 
 async def _detail(
-    request: Request, who: Viewer, saga_id: str, status: int = 200, stale: str = ""
+    request: Request,
+    who: Viewer,
+    saga_id: str,
+    status: int = 200,
+    stale: str = "",
+    kept: dict[str, str] | None = None,
 ) -> Response:
     ctx = _ctx(request)
     stored = await ctx.store.load(saga_id)
@@ -270,6 +275,7 @@ async def _detail(
         # why this person may not approve, if so
         four_eyes=why_not(who.name, stored, await ctx.store.events(saga_id)),
         stale=stale,
+        kept=kept or {},  # a reason typed for a decision that came too late, by action
     )
 
 
@@ -301,9 +307,30 @@ async def _decide(request: Request, saga_id: str, approve: bool) -> Response:
     except FourEyesError as exc:  # the orchestrator's rule: nothing was decided
         return refused(request, who, 403, f"{exc.message} (four-eyes); nothing was decided.")
     except (VersionConflict, ApprovalError):
-        stale = "The saga changed since you opened it; nothing was decided. It is now:"
-        return await _detail(request, who, saga_id, 409, stale)
+        return await _lost(request, who, saga_id, "approve" if approve else "reject", reason)
     return to(f"/ui/sagas/{saga_id}?notice={'approved' if approve else 'rejected'}")
+
+
+async def _lost(request: Request, who: Viewer, saga_id: str, action: str, reason: str) -> Response:
+    """A decision that came too late (another approver decided, or the saga moved on):
+    nothing was decided, and the reason typed is kept. Once the approval is decided, the
+    approver lands on the saga's page, told who decided it and when; while it still waits
+    (another approver's grant of several needed), on the decision page again, the reason
+    back in its box."""
+    ctx = _ctx(request)
+    stored = await ctx.store.load(saga_id)
+    if stored is not None and stored.state.status is SagaStatus.AWAITING_APPROVAL:
+        stale = "The saga changed since you opened it; nothing was decided. It is now:"
+        return await _detail(request, who, saga_id, 409, stale, kept={action: reason})
+    values = await _saga_values(ctx, saga_id)
+    if stored is None or values is None:
+        return refused(request, who, 404, "There is no such saga.")
+    lost = {
+        "action": action,
+        "decided": views.decided(stored.state, ctx.clock.now()),
+        "reason": reason,
+    }
+    return page(request, "saga.html", 409, who, notice="", lost=lost, **values)
 
 
 @router.post("/approvals/{saga_id}/approve")
