@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import IO, Any
 
+from pivotal import saga_ids
 from pivotal.moments import age
 from pivotal.redaction import redact
 from pivotal.state import Event, SagaState
@@ -237,7 +238,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # Paths that name a saga: /[api/]v1/sagas/{id}…, /[api/]v1/approvals/{id}…, /ui/sagas/{id}…
 # and /ui/approvals/{id}…
 _SAGA_PARENTS = (("v1", "sagas"), ("v1", "approvals"), ("ui", "sagas"), ("ui", "approvals"))
-MAX_SAGA_ID = 128
 
 
 def saga_in_path(path: str) -> str | None:
@@ -248,7 +248,7 @@ def saga_in_path(path: str) -> str | None:
     if len(parts) < 3 or (parts[0], parts[1]) not in _SAGA_PARENTS:
         return None
     found = parts[2]
-    return found if len(found) <= MAX_SAGA_ID and found.isprintable() else None
+    return found if saga_ids.pattern().match(found) else None
 
 
 class RequestLog:

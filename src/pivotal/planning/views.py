@@ -141,6 +141,9 @@ def escalation_view(e: Escalation) -> Group:
     )
 
 
+SHOWN_UNACCEPTED = 20  # runs without a valid plan a report lists as text
+
+
 def shadow_report_view(report: ShadowReport) -> Group:
     head = Table.grid(padding=(0, 2))
     head.add_row("batch", _plain(report.batch_id or "(all)"))
@@ -152,7 +155,24 @@ def shadow_report_view(report: ShadowReport) -> Group:
     head.add_row("mean attempts", f"{report.mean_attempts:.2f}")
     reasons = Table(title="rejection reasons", title_justify="left", header_style="dim")
     for col in ("error code", "step", "count"):
-        reasons.add_column(col)
+        reasons.add_column(col, overflow="fold")
+    reasons.add_column("first message", ratio=1)
     for r in report.reasons:
-        reasons.add_row(_plain(r.code), _plain(r.step or "-"), str(r.count))
-    return Group(Panel(head, expand=False), reasons)
+        reasons.add_row(_plain(r.code), _plain(r.step or "-"), str(r.count), _plain(r.message))
+    runs = Table(
+        title="requests without a valid plan (pivotal shadow show RUN)",
+        title_justify="left",
+        header_style="dim",
+    )
+    runs.add_column("run", overflow="fold", no_wrap=True)
+    runs.add_column("attempts")
+    runs.add_column("last message", ratio=1)
+    for u in report.unaccepted[:SHOWN_UNACCEPTED]:
+        runs.add_row(_plain(u.run_id), str(u.attempts), _plain(u.message))
+    parts: list[RenderableType] = [Panel(head, expand=False), reasons]
+    if report.unaccepted:
+        parts.append(runs)
+    if len(report.unaccepted) > SHOWN_UNACCEPTED:
+        more = len(report.unaccepted) - SHOWN_UNACCEPTED
+        parts.append(Text(f"... and {more} more (--json lists them all)", style="dim"))
+    return Group(*parts)

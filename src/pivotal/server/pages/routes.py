@@ -5,7 +5,6 @@ CSRF-checked."""
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -17,7 +16,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from pivotal import approval_view, saga_actions
+from pivotal import approval_view, saga_actions, saga_ids
 from pivotal import progress as live_progress
 from pivotal.errors import (
     ApprovalError,
@@ -522,7 +521,7 @@ async def saga_events(request: Request, saga_id: str) -> Response:
         found = await saga_actions.events_of(_ctx(request).store, saga_id)
     except SagaNotFound:
         return refused(request, who, 404, "There is no such saga.")
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", saga_id)[:128]
+    name = saga_ids.as_file_name(saga_id)
     disposition = {"Content-Disposition": f'attachment; filename="{name}.events.json"'}
     body = json.dumps(found, default=str, indent=2)
     return Response(body, media_type="application/json", headers=HEADERS | disposition)

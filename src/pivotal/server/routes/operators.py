@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from pivotal import saga_actions
+from pivotal import saga_actions, saga_ids
 from pivotal.errors import RolloutRefused, RolloutShadowed
 from pivotal.principals import Role
 from pivotal.server import views
@@ -37,7 +37,9 @@ class Why(BaseModel):
 
 class Settled(Why):
     saga_id: str | None = Field(
-        default=None, max_length=128, description="The saga a person started to settle it."
+        default=None,
+        max_length=saga_ids.MAX_LENGTH,
+        description="The saga a person started to settle it.",
     )
 
 
