@@ -85,9 +85,10 @@ def check(act: Act, by: str, reason: str) -> str:
     return reason.strip()
 
 
-async def select(store: Store, wanted: SagaFilter, bound: int = MAX_SAGAS) -> list[str]:
+async def select(store: Store, wanted: SagaFilter, bound: int | None = None) -> list[str]:
     """The ids of the sagas ``wanted`` keeps, in its order; ``TooManySagas`` (with how many,
-    counted up to ``search.MAX_LIMIT``) when there are more than ``bound``."""
+    counted up to ``search.MAX_LIMIT``) when there are more than ``bound`` (``MAX_SAGAS``)."""
+    bound = MAX_SAGAS if bound is None else bound
     found: list[str] = []
     cursor: str | None = None
     while True:
