@@ -87,8 +87,11 @@ def check(act: Act, by: str, reason: str) -> str:
 
 async def select(store: Store, wanted: SagaFilter, bound: int | None = None) -> list[str]:
     """The ids of the sagas ``wanted`` keeps, in its order; ``TooManySagas`` (with how many,
-    counted up to ``search.MAX_LIMIT``) when there are more than ``bound`` (``MAX_SAGAS``)."""
+    counted up to ``search.MAX_LIMIT``) when there are more than ``bound`` (``MAX_SAGAS``);
+    ``InvalidInput`` for a filter that keeps every saga."""
     bound = MAX_SAGAS if bound is None else bound
+    if not {*wanted.query()} - {"sort", "order"}:
+        raise InvalidInput("a bulk act needs at least one filter (a status is enough)")
     found: list[str] = []
     cursor: str | None = None
     while True:

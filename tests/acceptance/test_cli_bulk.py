@@ -89,6 +89,7 @@ def test_off_a_terminal_acting_needs_yes_and_on_one_it_asks(
         (["abort", "--by", "ops", "--reason", " ", "--yes"], "invalid_input"),
         (["abort", "--by", " ", "--reason", "why", "--yes"], "invalid_input"),
         (["cancel", "--by", "ops", "--yes"], "invalid_input"),
+        (["abort", "--by", "ops", "--reason", "why", "--yes"], "invalid_input"),  # no filter
         (["abort", "--by", "ops", "--reason", "why", "--status", "no", "--yes"], "invalid_filter"),
     ],
 )

@@ -163,6 +163,8 @@ async def test_select_walks_the_search_in_order_and_refuses_past_the_bound(
     with pytest.raises(TooManySagas, match="selects 5 sagas; one bulk act takes at most 4"):
         await select(orchestrator.store, oldest, bound=4)
     assert MAX_SAGAS == 500
+    with pytest.raises(InvalidInput, match="needs at least one filter"):
+        await select(orchestrator.store, SagaFilter(order="asc"))
 
 
 async def test_an_interrupted_act_is_finished_by_a_second_call_and_nothing_is_doubled(
