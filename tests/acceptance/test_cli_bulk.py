@@ -30,7 +30,7 @@ def statuses(inproc: InProcess) -> dict[str, str]:
 def test_a_dry_run_shows_the_count_and_the_ids_and_changes_nothing(inproc: InProcess) -> None:
     three_submitted_one_done(inproc)
     before = statuses(inproc)
-    shown = inproc.ok("sagas", "bulk", "abort", "--by", "ops", "--dry-run", *SUBMITTED)
+    shown = inproc.ok("sagas", "bulk", "abort", "--dry-run", *SUBMITTED)  # no --by needed
     assert shown.splitlines() == ["Abort 3 sagas? (a dry run)", "s1", "s2", "s3"]
     found = inproc.json("sagas", "bulk", "abort", "--by", "ops", "--dry-run", *SUBMITTED)
     assert found == {"act": "abort", "count": 3, "saga_ids": ["s1", "s2", "s3"]}
@@ -88,6 +88,7 @@ def test_off_a_terminal_acting_needs_yes_and_on_one_it_asks(
     [
         (["abort", "--by", "ops", "--reason", " ", "--yes"], "invalid_input"),
         (["abort", "--by", " ", "--reason", "why", "--yes"], "invalid_input"),
+        (["abort", "--reason", "why", "--status", "submitted", "--yes"], "invalid_input"),
         (["cancel", "--by", "ops", "--yes"], "invalid_input"),
         (["abort", "--by", "ops", "--reason", "why", "--yes"], "invalid_input"),  # no filter
         (["abort", "--by", "ops", "--reason", "why", "--status", "no", "--yes"], "invalid_filter"),

@@ -33,9 +33,9 @@ from pivotal.cli._filters import (
     UpdatedUntil,
 )
 from pivotal.cli._shared import (
+    MAX_NAME,
     MAX_TEXT,
     JsonFlag,
-    Who,
     bounded,
     dump,
     out,
@@ -74,7 +74,14 @@ def question(act: bulk.Act, count: int) -> str:
 def sagas_bulk(
     ctx: typer.Context,
     act: Annotated[str, typer.Argument(metavar="ACT", help=f"What to do: {ACTS}.")],
-    by: Who,
+    by: Annotated[
+        str,
+        typer.Option(
+            "--by",
+            help="Who asks (recorded; not needed with --dry-run).",
+            callback=bounded(MAX_NAME),
+        ),
+    ] = "",
     why: Annotated[
         str,
         typer.Option(
