@@ -1,6 +1,7 @@
 """The sagas page acts on every saga of a search: an operator picks the act, is asked
-"Abort 3 sagas?" with the sagas named, and only the confirmed count acts (a search that
-changed meanwhile asks again); the search folds away once made and has a link to copy."""
+"Abort 3 sagas?" with the sagas named, and only the sagas confirmed are acted on (a search
+that changed meanwhile asks again, even with as many sagas); the search folds away once
+made and has a link to copy."""
 
 from __future__ import annotations
 
@@ -90,10 +91,11 @@ async def test_an_operator_confirms_the_count_and_then_the_sagas_are_aborted(
     assert asked.status_code == 200, asked.text
     assert "<h1>Abort 3 sagas?</h1>" in asked.text
     assert all(f'href="/ui/sagas/b{n}"' in asked.text for n in range(3))
-    assert hidden(asked.text, "confirm") == "3"
+    seal = hidden(asked.text, "confirm")
+    assert seal.startswith("3-")
     assert await statuses(orchestrator) == {SagaStatus.SUBMITTED}  # asking changed nothing
 
-    done = await operator.post("/ui/sagas/bulk", data=ask | {"confirm": "3"})
+    done = await operator.post("/ui/sagas/bulk", data=ask | {"confirm": seal})
     assert done.status_code == 200, done.text
     assert "3 acted, 0 already, 0 refused, 0 not found." in done.text
     assert await statuses(orchestrator) == {SagaStatus.COMPENSATING}
@@ -107,11 +109,15 @@ async def test_a_search_that_changed_since_it_was_confirmed_asks_again(
     await three(orchestrator, checkout_plan)
     operator = await login(Role.OPERATOR)
     csrf = csrf_of((await operator.get("/ui/sagas")).text)
-    ask = {"csrf": csrf, "search": SEARCH, "act": "abort", "reason": "why", "confirm": "2"}
-    again = await operator.post("/ui/sagas/bulk", data=ask)
+    ask = {"csrf": csrf, "search": SEARCH, "act": "abort", "reason": "why"}
+    asked = await operator.post("/ui/sagas/bulk", data=ask)
+    seal = hidden(asked.text, "confirm")
+    await orchestrator.abort("b1", "ana", "by hand", run=False)  # one left the search
+    await orchestrator.submit(checkout_plan("k-7"), saga_id="b7")  # and one joined it
+    again = await operator.post("/ui/sagas/bulk", data=ask | {"confirm": seal})
     assert "<h1>Abort 3 sagas?</h1>" in again.text
-    assert "The search now selects 3 sagas" in again.text
-    assert await statuses(orchestrator) == {SagaStatus.SUBMITTED}
+    assert "The search now selects other sagas than those you confirmed" in again.text
+    assert (await orchestrator.get("b7")).state.status is SagaStatus.SUBMITTED
 
 
 @pytest.mark.parametrize(
@@ -132,7 +138,7 @@ async def test_bad_input_is_400_and_nothing_is_done(
     await three(orchestrator, checkout_plan)
     operator = await login(Role.OPERATOR)
     csrf = csrf_of((await operator.get("/ui/sagas")).text)
-    form = {"csrf": csrf, "search": SEARCH, "confirm": "3"} | fields
+    form = {"csrf": csrf, "search": SEARCH, "confirm": "3-x"} | fields
     reply = await operator.post("/ui/sagas/bulk", data=form)
     assert reply.status_code == 400, reply.text
     assert said in html.unescape(reply.text)

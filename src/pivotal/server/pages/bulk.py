@@ -1,11 +1,13 @@
 """Acting on every saga a search selects from the sagas page (``pivotal.bulk``):
 ``POST /ui/sagas/bulk`` with the search (its query, as the page's link has it), the act and
 the reason. The first post only asks: "Abort 37 sagas?", naming them; the answer posts the
-same with the count confirmed, and the sagas are acted on only if the search still selects
-as many (else it asks again). The result names what became of each saga."""
+same with what was confirmed (the count and a digest of the ids), and the sagas are acted
+on only if the search still selects those very sagas (else it asks again). The result
+names what became of each saga."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -31,6 +33,13 @@ def question(act: bulk.Act, count: int) -> str:
     if act is bulk.Act.RETRY_DEAD_LETTERS:
         return f"Retry the dead letters of {sagas}?"
     return f"{act.value.capitalize()} {sagas}?"
+
+
+def sealed(saga_ids: list[str]) -> str:
+    """What a confirmation carries: the count and a digest of the ids, so that only the
+    very sagas the person was asked about are acted on."""
+    digest = hashlib.sha256("\n".join(saga_ids).encode()).hexdigest()[:16]
+    return f"{len(saga_ids)}-{digest}"
 
 
 def _text(form: FormData, name: str) -> str:
@@ -73,9 +82,10 @@ async def act_on_many(request: Request) -> Response:
         "count": len(saga_ids),
         "back": "/ui/sagas?" + search,
     }
-    if confirmed != str(len(saga_ids)) or not saga_ids:
-        changed = confirmed != "" and confirmed != str(len(saga_ids))
-        values |= {"named": saga_ids[:NAMED], "changed": changed}
+    seal = sealed(saga_ids)
+    if confirmed != seal or not saga_ids:
+        changed = confirmed != "" and confirmed != seal
+        values |= {"named": saga_ids[:NAMED], "changed": changed, "seal": seal}
         return page(request, "sagas_bulk.html", 200, who, **values)
     results = await bulk.act(ctx.orchestrator, chosen, saga_ids, who.name, reason)
     values |= {"results": results, "counts": bulk.counts(results)}
