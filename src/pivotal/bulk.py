@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
+from urllib.parse import urlencode
 
 from pivotal import saga_actions
 from pivotal.errors import InvalidInput, PivotalError, SagaNotFound
@@ -110,10 +111,19 @@ async def select(store: Store, wanted: SagaFilter, bound: int | None = None) -> 
 
 
 async def act(
-    orchestrator: Orchestrator, act: Act, saga_ids: Sequence[str], by: str, reason: str = ""
+    orchestrator: Orchestrator,
+    act: Act,
+    saga_ids: Sequence[str],
+    by: str,
+    reason: str = "",
+    *,
+    wanted: SagaFilter | None = None,
 ) -> list[Result]:
     """Do ``act`` to each saga, in order, as ``by`` (``check`` first); one ``Result``
-    each. An error that is not the single act's refusal stops the walk (call again)."""
+    each. ``wanted``: the search that selected them, kept in each abort's event (as a
+    link's query). An error that is not the single act's refusal stops the walk (call
+    again)."""
+    search = None if wanted is None else urlencode(wanted.query(), doseq=True)
     why = check(act, by, reason)
     letters: dict[str, list[tuple[int, str]]] = {}
     if act is Act.RETRY_DEAD_LETTERS:
@@ -123,7 +133,7 @@ async def act(
     for saga_id in saga_ids:
         try:
             if act is Act.ABORT:
-                found.append(await _abort(orchestrator, saga_id, by, why))
+                found.append(await _abort(orchestrator, saga_id, by, why, search))
             elif act is Act.RERUN:
                 found.append(await _rerun(orchestrator, saga_id, by))
             else:
@@ -135,11 +145,13 @@ async def act(
     return found
 
 
-async def _abort(orchestrator: Orchestrator, saga_id: str, by: str, why: str) -> Result:
+async def _abort(
+    orchestrator: Orchestrator, saga_id: str, by: str, why: str, search: str | None
+) -> Result:
     state = (await orchestrator.get(saga_id)).state
     if state.status in _OVER and (state.reason or "").startswith("aborted by "):
         return Result(saga_id, Outcome.ALREADY)
-    await saga_actions.abort(orchestrator, saga_id, by, why)
+    await saga_actions.abort(orchestrator, saga_id, by, why, search=search)
     return Result(saga_id, Outcome.ACTED)
 
 

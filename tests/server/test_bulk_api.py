@@ -66,6 +66,9 @@ async def test_abort_by_filter_records_each_saga_with_who_and_why(
     for n in range(3):
         state = (await orchestrator.get(f"b{n}")).state
         assert (state.status, state.reason) == (SagaStatus.COMPENSATING, "aborted by operator: dup")
+        events = await orchestrator.store.events(f"b{n}")
+        [started] = [e for e in events if e.type is EventType.COMPENSATION_STARTED]
+        assert started.data["search"] == "catalogue=checkout&order=asc"  # what selected it
     again = await as_role[Role.OPERATOR].post("/v1/sagas/bulk", json=ask)
     assert again.json()["counts"] == {"acted": 0, "already": 3, "refused": 1, "not_found": 0}
     for n in range(3):

@@ -121,14 +121,14 @@ def sagas_bulk(
     given = SagaFilter.given(locals() | {"reason": reason_holds})
     chosen = bulk.act_of(act)
 
-    async def selected() -> list[str]:
+    async def selected() -> tuple[SagaFilter, list[str]]:
         async with reading(settings_of(ctx)) as store:
             wanted = SagaFilter.parse(given, await store.ledger_time())
-            return await bulk.select(store, wanted)
+            return wanted, await bulk.select(store, wanted)
 
     if not dry_run:
         bulk.check(chosen, by, why)
-    saga_ids = run(selected())
+    wanted, saga_ids = run(selected())
     if dry_run:
         if as_json:
             dump({"act": chosen.value, "count": len(saga_ids), "saga_ids": saga_ids})
@@ -147,7 +147,7 @@ def sagas_bulk(
 
     async def acted() -> list[bulk.Result]:
         async with writing(settings_of(ctx), f"sagas bulk {chosen.value}") as orch:
-            return await bulk.act(orch, chosen, saga_ids, by, why)
+            return await bulk.act(orch, chosen, saga_ids, by, why, wanted=wanted)
 
     results = run(acted())
     counts = bulk.counts(results)

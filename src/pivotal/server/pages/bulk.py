@@ -71,7 +71,8 @@ async def act_on_many(request: Request) -> Response:
     try:
         chosen = bulk.act_of(_text(form, "act"))
         bulk.check(chosen, who.name, reason)
-        saga_ids = await bulk.select(ctx.store, wanted_of(search, ctx.clock.now()))
+        wanted = wanted_of(search, ctx.clock.now())
+        saga_ids = await bulk.select(ctx.store, wanted)
     except InvalidInput as exc:
         return refused(request, who, 400, f"{exc.message}; nothing was done.")
     values: dict[str, Any] = {
@@ -87,6 +88,6 @@ async def act_on_many(request: Request) -> Response:
         changed = confirmed != "" and confirmed != seal
         values |= {"named": saga_ids[:NAMED], "changed": changed, "seal": seal}
         return page(request, "sagas_bulk.html", 200, who, **values)
-    results = await bulk.act(ctx.orchestrator, chosen, saga_ids, who.name, reason)
+    results = await bulk.act(ctx.orchestrator, chosen, saga_ids, who.name, reason, wanted=wanted)
     values |= {"results": results, "counts": bulk.counts(results)}
     return page(request, "sagas_bulk_done.html", 200, who, **values)

@@ -199,7 +199,9 @@ async def act_on_many(ctx: Ctx, who: Operator, body: BulkAsk) -> dict[str, Any]:
     done = {"act": chosen.value, "dry_run": body.dry_run, "count": len(saga_ids)}
     if body.dry_run:
         return done | {"saga_ids": saga_ids, "counts": {}, "sagas": []}
-    results = await bulk.act(ctx.orchestrator, chosen, saga_ids, who.name, body.reason)
+    results = await bulk.act(
+        ctx.orchestrator, chosen, saga_ids, who.name, body.reason, wanted=wanted
+    )
     rows = [asdict(r) for r in results]
     return done | {"saga_ids": saga_ids, "counts": bulk.counts(results), "sagas": rows}
 
