@@ -10,7 +10,9 @@ import pytest
 from server_api import Clients
 
 from pivotal import Orchestrator, Plan, SagaStatus
+from pivotal.examples.commerce import CommerceServices, Fault
 from pivotal.principals import Role
+from pivotal.rerun import rerun_id
 from pivotal.state import EventType
 
 PlanBuilder = Callable[..., Plan]
@@ -133,3 +135,34 @@ async def test_only_operators_act_by_filter(
         reply = await as_role[role].post("/v1/sagas/bulk", json=ask)
         assert reply.status_code == 403, role
     assert SagaStatus.COMPENSATING not in (await statuses(orchestrator)).values()
+
+
+async def test_rerun_and_retry_dead_letters_by_filter(
+    as_role: Clients,
+    orchestrator: Orchestrator,
+    services: CommerceServices,
+    checkout_plan: PlanBuilder,
+) -> None:
+    services.faults.next("charge", Fault.PERMANENT)
+    await orchestrator.execute(checkout_plan("k-1"), saga_id="declined")
+    services.faults.next("charge", Fault.PERMANENT).always("release", Fault.PERMANENT)
+    await orchestrator.execute(checkout_plan("k-2"), saga_id="stuck")
+    services.faults.clear()
+    operator = as_role[Role.OPERATOR]
+
+    rerun = {"act": "rerun", "filter": {"status": "compensated"}}
+    reply = await operator.post("/v1/sagas/bulk", json=rerun)
+    assert reply.status_code == 200, reply.text
+    [row] = reply.json()["sagas"]
+    assert (row["saga_id"], row["outcome"], row["rerun"]) == (
+        "declined",
+        "acted",
+        rerun_id("declined"),
+    )
+    again = await operator.post("/v1/sagas/bulk", json=rerun)
+    assert again.json()["sagas"][0]["outcome"] == "already"  # one rerun per saga
+
+    retry = {"act": "retry-dead-letters", "filter": {"status": "compensation_failed"}}
+    reply = await operator.post("/v1/sagas/bulk", json=retry)
+    assert reply.json()["counts"] == {"acted": 1, "already": 0, "refused": 0, "not_found": 0}
+    assert await orchestrator.store.dead_letters("open") == []
