@@ -687,13 +687,17 @@ class Orchestrator:
 
     # -- abort before the point of no return --------------------------------------------
 
-    async def abort(self, saga_id: str, by: str, reason: str, *, run: bool = False) -> SagaState:
+    async def abort(
+        self, saga_id: str, by: str, reason: str, *, run: bool = False, search: str | None = None
+    ) -> SagaState:
         """Turn a verdict (a model's "this order is invalid", a check) into a rollback: a
         saga that is submitted or running, and has not begun its point-of-no-return step,
         starts compensating; with ``run`` it compensates in this process, else a worker
         (or the pass that holds its lease) does. Refused with ``InvalidInput`` otherwise: a
         saga awaiting approval is rejected instead, and past the point of no return nothing
-        is undone. The write is fenced by version: a pass running meanwhile reloads."""
+        is undone. The write is fenced by version: a pass running meanwhile reloads.
+        ``search``: the query of the search that selected it, when one act aborted many
+        (``pivotal.bulk``), kept in the event's data."""
         await synced(self.clock)  # times below are the ledger's
         if not canonical_person(by) or not reason.strip():
             raise InvalidInput("aborting a saga needs who aborted it and why")
@@ -712,9 +716,12 @@ class Orchestrator:
                 "nothing is undone after it"
             )
         saga_run = self._pass(stored, None)
-        await saga_run.emit(
-            saga_run.event(EventType.COMPENSATION_STARTED, reason=f"aborted by {by}: {reason}")
+        started = saga_run.event(
+            EventType.COMPENSATION_STARTED, reason=f"aborted by {by}: {reason}"
         )
+        if search is not None:  # which search selected it
+            started = replace(started, data={**started.data, "search": search})
+        await saga_run.emit(started)
         if not run:
             return saga_run.state
         return await self.run(saga_id)

@@ -195,6 +195,13 @@ def saga_ids(page: sync_api.Page) -> sync_api.Locator:
     return page.locator("table.grid tbody tr td:first-child a")
 
 
+def filters(page: sync_api.Page) -> None:
+    """Unfold the Sagas page's filters (folded away once a search was made)."""
+    folded = page.locator("details.search")
+    if folded.get_attribute("open") is None:
+        folded.locator("summary").click()
+
+
 # -- 1. search, filter, sort and page ------------------------------------------------------
 
 # (saga, catalogue, status, created hours before NOW, updated hours before NOW, reason, order)
@@ -282,9 +289,15 @@ def test_search_filters_and_sorts_the_sagas(
     expect(page.get_by_label("compensated", exact=True)).to_be_checked()
     expect(page.get_by_label("Reason contains")).to_have_value("declined")
     expect(page.locator("table.grid tbody")).to_contain_text("card DECLINED by the issuer")
+    expect(page.locator("details.search")).not_to_have_attribute("open", "")  # folded away
+    link = page.get_by_role("link", name="Link to this search")
+    searched = "status=compensated&reason=declined&sort=created&order=desc"
+    expect(link).to_have_attribute("href", f"/ui/sagas?{searched}")
+    filters(page)  # shown unfolded, under the results
     shot(page, tmp_path, "sagas-search.png")
 
     # sorted by the last update, oldest first: ship-4472 was updated last
+    filters(page)
     page.get_by_label("Sort by").select_option("updated")
     page.get_by_label("Order", exact=True).select_option("asc")
     page.get_by_role("button", name="Search").click()
@@ -293,10 +306,12 @@ def test_search_filters_and_sorts_the_sagas(
     expect(page.get_by_label("Order", exact=True)).to_have_value("asc")
 
     # the fulfilment catalogue and an argument value: just the one order
+    filters(page)
     page.get_by_label("Catalogue").fill("fulfilment")
     page.get_by_label("Argument value").fill("order_id=4472")
     page.get_by_role("button", name="Search").click()
     expect(saga_ids(page)).to_have_text(["ship-4472"])
+    filters(page)
     page.get_by_label("Argument value").fill("order_id=4471")
     page.get_by_role("button", name="Search").click()
     expect(page.locator("table.grid tbody")).to_contain_text(
@@ -305,9 +320,11 @@ def test_search_filters_and_sorts_the_sagas(
     expect(saga_ids(page)).to_have_count(0)
 
     # a filter the page cannot read says why, and keeps the form
+    filters(page)
     page.get_by_label("Created since").fill("last week")
     page.get_by_role("button", name="Search").click()
     expect(page.get_by_role("alert")).to_contain_text("neither a duration")
+    expect(page.locator("details.search")).to_have_attribute("open", "")  # unfolded
     expect(page.get_by_label("Catalogue")).to_have_value("fulfilment")
 
     page.get_by_role("link", name="clear").click()
@@ -449,6 +466,51 @@ def test_an_operator_runs_a_compensated_plan_again(console: Console, page: sync_
     page.locator("#rerun-of").get_by_role("link", name="chk-5004").click()
     expect(page).to_have_url(f"{console.url}/ui/sagas/chk-5004")
     expect(page.locator("#live-head .status").first).to_have_text("compensated")
+    console.quiet()
+
+
+def test_an_operator_aborts_every_saga_of_a_search_after_confirming_the_count(
+    console: Console, page: sync_api.Page, tmp_path: Path
+) -> None:
+    for order_id in ("5101", "5102", "5103"):
+        open_order(console, order_id)
+
+    async def submit(orch: Orchestrator) -> None:
+        for order_id in ("5101", "5102", "5103"):
+            await orch.submit(checkout(order_id), saga_id=f"chk-{order_id}")
+
+    console.run(submit)
+    declined(console, "chk-5104", "5104")  # compensated: not among those submitted
+    console.serve()
+    console.open(page, Role.OPERATOR, "/ui/sagas")
+    page.get_by_label("submitted", exact=True).check()
+    page.get_by_role("button", name="Search").click()
+    expect(saga_ids(page)).to_have_text(["chk-5101", "chk-5102", "chk-5103"])  # ties: by id
+    page.get_by_label("Every saga of this search").select_option("abort")
+    page.get_by_label("Reason (an abort needs one)").fill("a batch planned from a bad feed")
+    page.screenshot(path=str(tmp_path / "bulk-search.png"), full_page=True)
+    page.get_by_role("button", name="Act on every saga of this search").click()
+
+    expect(page.locator("h1")).to_have_text("Abort 3 sagas?")
+    expect(page.locator("ul.ids a")).to_have_text(["chk-5101", "chk-5102", "chk-5103"])
+    page.screenshot(path=str(tmp_path / "bulk-confirm.png"), full_page=True)
+    page.get_by_role("button", name="Abort 3 sagas").click()
+
+    expect(page.locator("h1")).to_have_text("Abort 3 sagas: done")
+    expect(page.get_by_role("status")).to_have_text("3 acted, 0 already, 0 refused, 0 not found.")
+    page.screenshot(path=str(tmp_path / "bulk-done.png"), full_page=True)
+    page.get_by_role("link", name="Back to the search").click()
+    expect(page.locator("table.grid tbody")).to_contain_text("No sagas with status submitted")
+
+    async def statuses(orch: Orchestrator) -> dict[str, str]:
+        return {s.saga_id: s.status.value for s in await orch.store.list_sagas(None, 10)}
+
+    assert console.run(statuses) == {
+        "chk-5101": "compensating",
+        "chk-5102": "compensating",
+        "chk-5103": "compensating",
+        "chk-5104": "compensated",
+    }
     console.quiet()
 
 

@@ -16,6 +16,27 @@ from rich.text import Text
 
 from pivotal import progress as live_progress
 from pivotal import render, saga_actions
+from pivotal.cli import bulk
+from pivotal.cli._filters import (
+    About,
+    ActorId,
+    ActorType,
+    CatalogueName,
+    CreatedSince,
+    CreatedUntil,
+    FailedStep,
+    Model,
+    OnBehalfOf,
+    Order,
+    PromptVersion,
+    ReasonHolds,
+    RunId,
+    Sort,
+    SourceDocumentId,
+    Status,
+    UpdatedSince,
+    UpdatedUntil,
+)
 from pivotal.cli._shared import (
     JsonFlag,
     Limit,
@@ -35,7 +56,7 @@ from pivotal.cli._shared import (
     writing,
 )
 from pivotal.errors import SagaNotFound
-from pivotal.state import Event, SagaState, SagaStatus
+from pivotal.state import Event, SagaState
 from pivotal.store import Store, StoredSaga, count_rows
 from pivotal.store.search import MAX_LIMIT as MAX_SEARCH
 from pivotal.store.search import InvalidFilter, SagaFilter
@@ -43,68 +64,36 @@ from pivotal.terminal import printable
 
 sagas = new_group(
     "Inspect sagas; resume or resolve one that waits for a person; abort one before its "
-    "pivot; run a compensated plan again."
+    "pivot; run a compensated plan again; act on every saga a search selects."
 )
 
 
 def register(cli: typer.Typer) -> None:
+    sagas.command("bulk")(bulk.sagas_bulk)
     cli.add_typer(sagas, name="sagas")
-
-
-_WHEN = "a duration back from now (7d, 24h, 30m) or an ISO date or date-time (UTC unless given)"
 
 
 @sagas.command("list")
 def sagas_list(
     ctx: typer.Context,
-    status: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="STATUS",
-            help="Only these statuses (repeat it, or separate by commas): "
-            + ", ".join(s.value for s in SagaStatus)
-            + ".",
-        ),
-    ] = None,
-    catalogue: Annotated[str | None, typer.Option(help="Only this catalogue.")] = None,
-    created_since: Annotated[
-        str | None, typer.Option(help=f"Created at or after: {_WHEN}.")
-    ] = None,
-    created_until: Annotated[
-        str | None, typer.Option(help="Created at or before (as --created-since).")
-    ] = None,
-    updated_since: Annotated[
-        str | None, typer.Option(help="Last changed at or after (as --created-since).")
-    ] = None,
-    updated_until: Annotated[
-        str | None, typer.Option(help="Last changed at or before (as --created-since).")
-    ] = None,
-    actor_type: Annotated[
-        str | None, typer.Option(help="Proposed by an agent, human or system.")
-    ] = None,
-    actor_id: Annotated[str | None, typer.Option(help="Proposed by this actor.")] = None,
-    model: Annotated[str | None, typer.Option(help="Planned by this model.")] = None,
-    run_id: Annotated[str | None, typer.Option(help="From this planning run.")] = None,
-    prompt_version: Annotated[
-        str | None, typer.Option(help="Planned with this prompt version.")
-    ] = None,
-    on_behalf_of: Annotated[str | None, typer.Option(help="Proposed for this person.")] = None,
-    source_document_id: Annotated[
-        str | None, typer.Option(help="Planned from this source document.")
-    ] = None,
-    failed_step: Annotated[str | None, typer.Option(help="Whose step of this name failed.")] = None,
-    reason: Annotated[
-        str | None, typer.Option(help="Whose reason holds this text (any case).")
-    ] = None,
-    about: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="NAME=VALUE",
-            help="Whose plan names this argument value, e.g. order_id=4471 (repeat: all).",
-        ),
-    ] = None,
-    sort: Annotated[str, typer.Option(help="By created or updated time.")] = "created",
-    order: Annotated[str, typer.Option(help="desc (newest first) or asc.")] = "desc",
+    status: Status = None,
+    catalogue: CatalogueName = None,
+    created_since: CreatedSince = None,
+    created_until: CreatedUntil = None,
+    updated_since: UpdatedSince = None,
+    updated_until: UpdatedUntil = None,
+    actor_type: ActorType = None,
+    actor_id: ActorId = None,
+    model: Model = None,
+    run_id: RunId = None,
+    prompt_version: PromptVersion = None,
+    on_behalf_of: OnBehalfOf = None,
+    source_document_id: SourceDocumentId = None,
+    failed_step: FailedStep = None,
+    reason: ReasonHolds = None,
+    about: About = None,
+    sort: Sort = "created",
+    order: Order = "desc",
     cursor: Annotated[
         str | None,
         typer.Option(help="Start after the page this cursor ended (its next_cursor)."),

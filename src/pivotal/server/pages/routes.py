@@ -16,7 +16,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from pivotal import approval_view, saga_actions, saga_ids
+from pivotal import approval_view, bulk, saga_actions, saga_ids
 from pivotal import progress as live_progress
 from pivotal.errors import (
     ApprovalError,
@@ -365,6 +365,13 @@ SEARCH_FIELDS = (
 )
 
 
+BULK_ACTS = {
+    bulk.Act.ABORT: "Abort them (before their point of no return)",
+    bulk.Act.RERUN: "Run their plans again (compensated ones)",
+    bulk.Act.RETRY_DEAD_LETTERS: "Retry their dead letters",
+}
+
+
 @router.get("/sagas")
 async def sagas(request: Request) -> Response:
     who = await _who(request, READERS)
@@ -385,6 +392,9 @@ async def sagas(request: Request) -> Response:
         "next_page": None,
         "problem": None,
         "shown": SHOWN,
+        "link": None,  # the search as a link to copy (None: no search was made)
+        "search": "",  # the search as the bulk form carries it
+        "acts": [(a.value, BULK_ACTS[a]) for a in bulk.Act],
     }
     try:
         refuse_unknown(query.keys(), PAGING)
@@ -407,6 +417,10 @@ async def sagas(request: Request) -> Response:
         following = {**wanted.query(), "cursor": found.next_cursor}
         values["next_page"] = "/ui/sagas?" + urlencode(following, doseq=True)
     values["chosen"] = [s.value for s in wanted.status]
+    if wanted.query():  # a search was made: its link, and (for an operator) its acts
+        given_query = [(k, v) for k, v in query.multi_items() if k != "cursor" and v.strip()]
+        values["link"] = "/ui/sagas?" + urlencode(given_query)
+        values["search"] = urlencode(wanted.query(), doseq=True)
     return page(request, "sagas.html", 200, who, **values)
 
 
