@@ -5,9 +5,10 @@ dead letters; the same for the CLI (``pivotal sagas bulk``), the API (``POST
 ``select`` walks the search (``Store.search_sagas``, keyset cursor, in the filter's order)
 and refuses with ``TooManySagas`` when it holds more than ``MAX_SAGAS``: narrow the filter.
 ``act`` then acts on each saga in that order through the single-saga functions
-(``saga_actions.abort``, ``Orchestrator.rerun``, ``Orchestrator.retry_dead_letter``), so
-every rule of the single act holds, and records each outcome: ``acted``, ``already`` (done
-before: the act is never applied twice), ``refused`` (with the error code and message of
+(``saga_actions.abort``, ``Orchestrator.rerun``, and for dead letters the API's and the
+page's act: due now, for a worker's sweep), so every rule of the single act holds, and
+records each outcome: ``acted``, ``already`` (done before: the act is never applied
+twice), ``refused`` (with the error code and message of
 the single act) or ``not_found``. An interrupted call is finished by calling again: what
 was done is ``already`` (or no longer selected), the rest is done.
 """
@@ -29,7 +30,7 @@ from pivotal.store.search import MAX_LIMIT, SagaFilter
 
 if TYPE_CHECKING:
     from pivotal.orchestrator import Orchestrator
-    from pivotal.store.base import Store
+    from pivotal.store.base import DeadLetter, Store
 
 MAX_SAGAS = 500  # sagas one bulk act may select; more is refused (narrow the filter)
 _PAGE = MAX_SAGAS + 1
@@ -125,10 +126,10 @@ async def act(
     again)."""
     search = None if wanted is None else urlencode(wanted.query(), doseq=True)
     why = check(act, by, reason)
-    letters: dict[str, list[tuple[int, str]]] = {}
+    letters: dict[str, list[DeadLetter]] = {}
     if act is Act.RETRY_DEAD_LETTERS:
         for d in await orchestrator.store.dead_letters(None):
-            letters.setdefault(d.saga_id, []).append((d.id, d.status))
+            letters.setdefault(d.saga_id, []).append(d)
     found: list[Result] = []
     for saga_id in saga_ids:
         try:
@@ -163,19 +164,22 @@ async def _rerun(orchestrator: Orchestrator, saga_id: str, by: str) -> Result:
     return Result(saga_id, Outcome.ACTED, rerun=state.saga_id)
 
 
-async def _retry(
-    orchestrator: Orchestrator, saga_id: str, letters: list[tuple[int, str]]
-) -> Result:
+async def _retry(orchestrator: Orchestrator, saga_id: str, letters: list[DeadLetter]) -> Result:
+    """Make the saga's open dead letters due now, as the single act on the API and the
+    page does: a worker's sweep retries each with its undo key (a request never runs
+    hundreds of undos itself). Letters already due, or all settled, are ``already``."""
     await orchestrator.get(saga_id)  # SagaNotFound first
-    open_ = [i for i, status in letters if status == "open"]
+    open_ = [d for d in letters if d.status == "open"]
     if not open_:
         if letters:
             return Result(saga_id, Outcome.ALREADY)
         return Result(saga_id, Outcome.REFUSED, "no_dead_letter", "the saga has no dead letter")
-    failing = [i for i in open_ if not await orchestrator.retry_dead_letter(i)]
-    if failing:
-        named = ", ".join(str(i) for i in failing)
-        return Result(saga_id, Outcome.REFUSED, "still_failing", f"dead letters {named} failed")
+    now = orchestrator.clock.now()
+    waiting = [d for d in open_ if d.next_retry_at is None or d.next_retry_at > now]
+    if not waiting:
+        return Result(saga_id, Outcome.ALREADY)
+    for d in waiting:
+        await orchestrator.store.schedule_dead_letter(d.id, now)
     return Result(saga_id, Outcome.ACTED)
 
 

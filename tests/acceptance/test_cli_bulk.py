@@ -125,4 +125,6 @@ def test_rerun_and_retry_dead_letters_by_filter(inproc: InProcess) -> None:
     failed = ["--status", "compensation_failed", "--yes"]
     retried = inproc.json("sagas", "bulk", "retry-dead-letters", "--by", "ops", *failed)
     assert retried["counts"] == {"acted": 1, "already": 0, "refused": 0, "not_found": 0}
+    assert inproc.json("dead-letters", "list")  # due now: a worker's sweep retries it
+    inproc.ok("sweep")
     assert inproc.json("dead-letters", "list") == []

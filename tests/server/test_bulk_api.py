@@ -14,6 +14,7 @@ from pivotal.examples.commerce import CommerceServices, Fault
 from pivotal.principals import Role
 from pivotal.rerun import rerun_id
 from pivotal.state import EventType
+from pivotal.worker import Sweeper
 
 PlanBuilder = Callable[..., Plan]
 SUBMITTED = {"status": "submitted", "order": "asc"}
@@ -165,4 +166,7 @@ async def test_rerun_and_retry_dead_letters_by_filter(
     retry = {"act": "retry-dead-letters", "filter": {"status": "compensation_failed"}}
     reply = await operator.post("/v1/sagas/bulk", json=retry)
     assert reply.json()["counts"] == {"acted": 1, "already": 0, "refused": 0, "not_found": 0}
+    again = await operator.post("/v1/sagas/bulk", json=retry)  # due already: nothing more
+    assert again.json()["counts"] == {"acted": 0, "already": 1, "refused": 0, "not_found": 0}
+    await Sweeper(orchestrator).sweep()  # a worker's sweep retries what is due
     assert await orchestrator.store.dead_letters("open") == []
