@@ -4,7 +4,6 @@ a person; abort one before its pivot; run a compensated one's plan again."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Annotated, Any
@@ -202,7 +201,7 @@ async def read_saga(store: Store, saga_id: str) -> Shown:
     stored = await store.load(saga_id)
     if stored is None:
         raise SagaNotFound(f"no saga {saga_id!r}")
-    progress = await live_progress.live(store, stored.state, time.time())
+    progress = await live_progress.live(store, stored.state, await store.ledger_time())
     return *saga_actions.shown(stored, await store.events(saga_id)), progress
 
 
