@@ -149,6 +149,17 @@ def describe(
     return Shown(" · ".join(parts), None, report or {}, verdict.state, doubt)
 
 
+def summary(shown: Shown) -> str:
+    """Where a call stands and what it last said, without the ages that change each time
+    it is read: a line that changes only when the call does."""
+    said, _ = _report(shown.record or None)
+    if shown.state is CallState.IN_DOUBT and shown.until is not None:
+        head = f"in doubt until {moment(shown.until)}"
+    else:
+        head = "in flight" if shown.state is CallState.IN_FLIGHT else "ended, unrecorded"
+    return " · ".join([head, *said])
+
+
 def _report(report: Mapping[str, Any] | None) -> tuple[list[str], float | None]:
     """A report's words (how far, its message) and its fraction done, if it has a total."""
     if report is None:

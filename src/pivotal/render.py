@@ -344,10 +344,12 @@ def saga_view(
     last_error: str | None = None,
     verbose: bool = False,
     progress: Mapping[int, Shown] | None = None,
+    waiting: str | None = None,
 ) -> Group:
     """A saga as an operator reads it; ``last_error``: why its last pass ended without
     progress, or why a worker gave it back unrun (it cannot serve it), as the ledger keeps
-    it until the saga moves on. ``verbose``: every event, and each failed call's trace."""
+    it until the saga moves on. ``verbose``: every event, and each failed call's trace.
+    ``waiting``: that it waits for a worker while none is alive (``worker_wait``)."""
     head = Table.grid(padding=(0, 2))
     head.add_row("saga", safe_text(state.saga_id, "bold"))
     digest = catalogue_digest_of(events)
@@ -370,6 +372,7 @@ def saga_view(
         head.add_row("approval", safe_text(f"{a.status.value}{by} — {a.reason}"))
     return Group(
         Panel(head, expand=False),
+        *([safe_text(waiting, "bold yellow")] if waiting else []),
         steps_table(state, events, progress),
         Panel(
             timeline(state, events, verbose=verbose),
