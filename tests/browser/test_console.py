@@ -424,7 +424,8 @@ def test_an_operator_aborts_a_saga_before_its_pivot_from_its_page(
     page.get_by_role("button", name="Abort", exact=True).click()
 
     expect(page).to_have_url(f"{console.url}/ui/sagas/chk-5003?notice=aborted")
-    expect(page.get_by_role("status")).to_have_text("Aborted: a worker runs the undos.")
+    expect(page.get_by_role("status")).to_have_text("Aborted.")  # no worker is alive yet
+    expect(page.locator("#no-worker")).to_contain_text("start one over this ledger with")
     expect(page.locator("#live-head .status").first).to_have_text("compensating")
     expect(page.locator("#timeline tr.e-compensation_started")).to_contain_text(
         "a duplicate of order 5001"

@@ -8,7 +8,7 @@ import pytest
 from pivotal.call_state import Lease
 from pivotal.state import SagaState, SagaStatus, StepRecord, StepStatus, UndoStatus
 from pivotal.store.base import WorkerInfo
-from pivotal.worker_wait import alive, no_worker, waits_for
+from pivotal.worker_wait import alive, no_worker, sentence, waits_for
 
 NOW = 1_796_400_000.0  # 2026-12-04 16:00:00 UTC
 
@@ -63,7 +63,17 @@ WAITS = [
         (),
         "the retry of charge (step 0) was due at 2026-12-04 15:58:55 UTC",
     ),
+    (saga(RUNNING, RETRY_DUE), Lease.LIVE, (), None),  # its holder retries it
+    (
+        saga(RUNNING, RETRY_DUE),
+        Lease.EXPIRED,
+        (),
+        "the retry of charge (step 0) was due at 2026-12-04 15:58:55 UTC",
+    ),
     (saga(RUNNING, RETRY_LATER), Lease.NONE, (), None),
+    (saga(RUNNING, step()), Lease.NONE, (), "it is ready to go on, and no worker holds it"),
+    (saga(RUNNING, step()), Lease.LIVE, (), None),
+    (saga(SagaStatus.SUBMITTED), Lease.LIVE, (), None),  # being claimed
     (
         saga(SagaStatus.COMPENSATING, UNDO_DUE),
         Lease.NONE,
@@ -95,11 +105,13 @@ def test_waits_for(
 
 @pytest.mark.parametrize(
     ("reason", "workers", "said"),
-    [
-        ("why", [], "No worker is alive to run this saga (why): start one with `run it`."),
-        ("why", ["w-1"], None),
-        (None, [], None),
-    ],
+    [("why", [], "why"), ("why", ["w-1"], None), (None, [], None), (None, ["w-1"], None)],
 )
 def test_no_worker(reason: str | None, workers: list[str], said: str | None) -> None:
-    assert no_worker(reason, workers, "run it") == said
+    assert no_worker(reason, workers) == said
+
+
+def test_the_sentence_says_what_to_run() -> None:
+    assert sentence("why", "run it") == (
+        "No worker is alive to run this saga (why): start one with `run it`."
+    )

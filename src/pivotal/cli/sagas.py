@@ -216,7 +216,8 @@ async def read_saga(store: Store, saga_id: str, run: str = worker_wait.RUN) -> S
         raise SagaNotFound(f"no saga {saga_id!r}")
     now = await store.ledger_time()
     progress = await live_progress.live(store, stored.state, now)
-    waiting = await worker_wait.notice(store, stored.state, now, run)
+    reason = await worker_wait.waiting(store, stored.state, now)
+    waiting = None if reason is None else worker_wait.sentence(reason, run)
     return *saga_actions.shown(stored, await store.events(saga_id)), progress, waiting
 
 
