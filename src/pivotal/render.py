@@ -335,6 +335,14 @@ def steps_table(
     return table
 
 
+def _folded(text: Text) -> Table:
+    """``text`` folded onto as many lines as the terminal needs (a live view crops a
+    line that runs past its edge)."""
+    grid = Table.grid()
+    grid.add_row(text)
+    return grid
+
+
 def saga_view(
     state: SagaState,
     events: Sequence[Event],
@@ -372,7 +380,7 @@ def saga_view(
         head.add_row("approval", safe_text(f"{a.status.value}{by} — {a.reason}"))
     return Group(
         Panel(head, expand=False),
-        *([safe_text(waiting, "bold yellow")] if waiting else []),
+        *([_folded(safe_text(waiting, "bold yellow"))] if waiting else []),
         steps_table(state, events, progress),
         Panel(
             timeline(state, events, verbose=verbose),

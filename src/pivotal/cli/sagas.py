@@ -170,12 +170,14 @@ def sagas_show(
         typer.Option(
             "--watch",
             help="Show it again every 2 seconds, with the progress of long work, until it "
-            "comes to rest (Ctrl-C stops watching; the saga goes on).",
+            "comes to rest (Ctrl-C stops watching; the saga goes on); into a pipe or a file, "
+            "each change as a line.",
         ),
     ] = False,
 ) -> None:
-    """Status, steps, events and provenance of one saga; a call in progress shows what it
-    last reported (ctx.progress), how long it has run and the worker holding it."""
+    """Status, steps, events and provenance of one saga; each call shows where it stands
+    (in flight, in doubt until a time, or ended unrecorded) and what it last reported
+    (ctx.progress); a saga that waits for a worker while none is alive says what to run."""
     if watch and as_json:
         raise typer.BadParameter("--watch shows a table: use one or the other", param_hint="--json")
 
