@@ -235,7 +235,8 @@ async def watch_saga(settings: Settings, saga_id: str, *, verbose: bool) -> None
         with Live(console=out, auto_refresh=False) as live:
             while True:
                 stored, events, progress, waiting = shown
-                live.update(saga_view(stored, events, verbose, progress, waiting), refresh=True)
+                view = saga_view(stored, events, verbose, progress, waiting, fold=True)
+                live.update(view, refresh=True)
                 if stored.state.status.terminal:
                     return
                 await asyncio.sleep(WATCH_EVERY)
@@ -287,6 +288,8 @@ def saga_view(
     verbose: bool,
     progress: Mapping[int, live_progress.Shown] | None,
     waiting: str | None = None,
+    *,
+    fold: bool = False,
 ) -> Group:
     plan = stored.plan
     return render.saga_view(
@@ -298,6 +301,7 @@ def saga_view(
         verbose=verbose,
         progress=progress,
         waiting=waiting,
+        fold=fold,
     )
 
 
