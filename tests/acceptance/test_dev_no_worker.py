@@ -9,7 +9,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from pivotal.cli.dev import worker_gone
+from pivotal.cli.dev import _snapshot, _wait_for_change, worker_gone
 from pivotal.store import SQLiteStore
 
 PID = 4242  # the worker process of dev that exited
@@ -59,3 +59,32 @@ def test_a_ledger_url_keeps_its_password_to_itself(tmp_path: Path) -> None:
 
     assert "s3cret" not in message
     assert "--example-app worker`" in message
+
+
+class ExitedWorker:
+    """dev's worker child, which exited by itself; asking about it edits the app (so that
+    dev's wait for a change ends on its own, without a clock)."""
+
+    def __init__(self, app: Path) -> None:
+        self.app = app
+        self.args = ["python", "-c", "...", "--db", "x", "worker"]
+        self.pid = PID
+        self.returncode = 1
+
+    def poll(self) -> int:
+        self.app.write_text("# edited\n")
+        return self.returncode
+
+
+def test_dev_says_it_when_its_worker_exits(tmp_path: Path) -> None:
+    app = tmp_path / "shop.py"
+    app.write_text("# the app\n")
+    ledger = tmp_path / "ledger.db"
+    base = ["--db", f"sqlite:///{ledger}", "--app", "shop:create_app"]
+    said: list[str] = []
+    files = [tmp_path / "*.py"]
+
+    child: Any = ExitedWorker(app)
+    _wait_for_change(lambda e, m, **f: said.append(e), files, _snapshot(files), [child], base)
+
+    assert said == ["dev_child_exited", "dev_no_worker"]
