@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import httpx
-from server_api import approval_plan, csrf_of, plan_body
+from server_api import Clients, approval_plan, csrf_of, plan_body
 
 from pivotal import FakeClock, Orchestrator, SagaStatus, parse_plan
 from pivotal.principals import Role
@@ -64,3 +64,16 @@ async def test_the_saga_page_of_a_saga_never_claimed_says_no_worker_is_alive(
     assert NO_WORKER not in (await viewer.get("/ui/sagas/new/live?part=head")).text
     assert (await orchestrator.run("new")).status is SagaStatus.COMPLETED
     assert NO_WORKER not in (await viewer.get("/ui/sagas/new")).text
+
+
+async def test_the_api_gives_why_a_saga_waits_for_a_worker_none_is_alive_to_be(
+    as_role: Clients, orchestrator: Orchestrator, store: Store, clock: FakeClock
+) -> None:
+    await orchestrator.submit(parse_plan(plan_body("o-1")), saga_id="new")
+
+    body = (await as_role[Role.VIEWER].get("/v1/sagas/new")).json()
+    assert body["no_worker"].startswith("submitted at ")
+    assert body["no_worker"].endswith(" UTC, it was never claimed")
+
+    await a_worker(store, clock)
+    assert (await as_role[Role.VIEWER].get("/v1/sagas/new")).json()["no_worker"] is None
