@@ -39,8 +39,10 @@ from pivotal import (
 from pivotal.app import App
 from pivotal.clock import Clock, FakeClock
 from pivotal.examples.commerce import Fault, create_app
+from pivotal.hooks import Point
 from pivotal.principals import Role, hash_token
 from pivotal.rerun import rerun_id
+from pivotal.testing.crash import CrashAt, CrashSite, SimulatedCrash
 from search_ledger import make
 
 expect = sync_api.expect
@@ -441,7 +443,8 @@ def test_an_operator_aborts_a_saga_before_its_pivot_from_its_page(
     page.get_by_role("button", name="Abort", exact=True).click()
 
     expect(page).to_have_url(f"{console.url}/ui/sagas/chk-5003?notice=aborted")
-    expect(page.get_by_role("status")).to_have_text("Aborted: a worker runs the undos.")
+    expect(page.get_by_role("status")).to_have_text("Aborted.")  # no worker is alive yet
+    expect(page.locator("#no-worker")).to_contain_text("start one over this ledger with")
     expect(page.locator("#live-head .status").first).to_have_text("compensating")
     expect(page.locator("#timeline tr.e-compensation_started")).to_contain_text(
         "a duplicate of order 5001"
@@ -716,7 +719,7 @@ def test_a_saga_page_follows_long_work_until_it_comes_to_rest(
             line = page.locator("#live-body .progress-line")
             expect(line).to_have_text(
                 re.compile(
-                    r"^40% 40 of 100 \(40%\) · copying · attempt 1, running 3 ?s"
+                    r"^40% in flight · 40 of 100 \(40%\) · copying · attempt 1, running 3 ?s"
                     r" · reported 3 ?s ago · held by w-1$"
                 )
             )
@@ -755,4 +758,47 @@ def test_a_saga_page_follows_long_work_until_it_comes_to_rest(
     expect(page.locator(".progress-line")).to_have_count(0)
     expect(page.get_by_label("Reason to abort")).to_have_count(0)
     expect(page.locator("#live-body")).to_contain_text('{"copied": 100}')
+    console.quiet()
+
+
+# -- 7. a call whose worker went away ------------------------------------------------------
+
+
+def test_a_call_whose_worker_went_away_is_not_shown_running_and_no_worker_is_said(
+    console: Console, page: sync_api.Page, tmp_path: Path
+) -> None:
+    files = Copier().catalogue()  # its calls may last an hour
+    plan = parse_plan({"catalogue": "files", "steps": [{"name": "copy_files"}]})
+
+    async def crashed() -> None:  # w-1 began the copy at NOW, then its process died
+        async with SQLiteStore(console.ledger) as store:
+            await store.start_worker("w-1", NOW, version="1", catalogues=["files"], beat_every=5)
+            crash = CrashAt(CrashSite(Point.AFTER_INTENT, 0))
+            orch = Orchestrator(
+                store, files, clock=FakeClock(NOW), owner="w-1", hook=crash, lease_ttl=30
+            )
+            with pytest.raises(SimulatedCrash):
+                await orch.execute(plan, saga_id="copy-gone")
+
+    in_thread(crashed())
+    clock = FakeClock(NOW + 600)  # ten minutes on: its lease and heartbeats are long stale
+    console.serve(lambda: files, clock=clock)
+    console.open(page, Role.OPERATOR, "/ui/sagas/copy-gone")
+
+    line = page.locator("#live-body .progress-line")
+    expect(line).to_have_text(
+        "in doubt until 2026-11-30 13:00:30 UTC (50m 30s from now) · attempt 1 · no live "
+        "holder (w-1's lease expired 9m 30s ago): it may still take effect"
+    )
+    expect(line).not_to_contain_text("running")
+    expect(page.locator("#no-worker")).to_have_text(
+        "No worker is alive to run this saga (the call of copy_files (step 0) has no live "
+        "holder): start one over this ledger with pivotal --db URL worker, with the --app "
+        "this server runs."
+    )
+    page.screenshot(path=str(tmp_path / "call-in-doubt.png"), full_page=True)
+
+    clock.advance(HOUR)  # past the call's deadline (and its grace): it can no longer land
+    expect(line).to_contain_text("ended, unrecorded · attempt 1 · no live holder", timeout=POLLED)
+    page.screenshot(path=str(tmp_path / "call-unrecorded.png"), full_page=True)
     console.quiet()

@@ -4,7 +4,6 @@ a person; abort one before its pivot; run a compensated one's plan again."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Annotated, Any
@@ -15,7 +14,8 @@ from rich.live import Live
 from rich.text import Text
 
 from pivotal import progress as live_progress
-from pivotal import render, saga_actions
+from pivotal import render, saga_actions, worker_wait
+from pivotal.cli import _watch as watch
 from pivotal.cli import bulk
 from pivotal.cli._filters import (
     About,
@@ -41,6 +41,7 @@ from pivotal.cli._shared import (
     JsonFlag,
     Limit,
     SagaId,
+    Settings,
     Who,
     Why,
     brief,
@@ -158,60 +159,97 @@ def sagas_show(
         typer.Option(
             "--watch",
             help="Show it again every 2 seconds, with the progress of long work, until it "
-            "comes to rest (Ctrl-C stops watching; the saga goes on).",
+            "comes to rest (Ctrl-C stops watching; the saga goes on); into a pipe or a file, "
+            "each change as a line.",
         ),
     ] = False,
 ) -> None:
-    """Status, steps, events and provenance of one saga; a call in progress shows what it
-    last reported (ctx.progress), how long it has run and the worker holding it."""
+    """Status, steps, events and provenance of one saga; each call shows where it stands
+    (in flight, in doubt until a time, or ended unrecorded) and what it last reported
+    (ctx.progress); a saga that waits for a worker while none is alive says what to run."""
     if watch and as_json:
         raise typer.BadParameter("--watch shows a table: use one or the other", param_hint="--json")
 
+    settings = settings_of(ctx)
+
     async def work() -> Shown:
-        async with reading(settings_of(ctx)) as store:
-            return await read_saga(store, saga_id)
+        async with reading(settings) as store:
+            return await read_saga(store, saga_id, worker_command(settings))
 
     if watch:
         try:
-            run(watch_saga(ctx, saga_id, verbose=verbose))
+            run(watch_saga(settings, saga_id, verbose=verbose))
         except KeyboardInterrupt:
             err.print(Text(printable(f"stopped watching {saga_id}; the saga goes on")))
         return
-    stored, events, progress = run(work())
-    print_saga(stored, events, as_json=as_json, verbose=verbose, progress=progress)
+    stored, events, progress, waiting = run(work())
+    print_saga(stored, events, as_json=as_json, verbose=verbose, progress=progress, waiting=waiting)
 
 
-Shown = tuple[StoredSaga, list[Event], dict[int, live_progress.Shown]]
+Shown = tuple[StoredSaga, list[Event], dict[int, live_progress.Shown], str | None]
 WATCH_EVERY = 2.0  # seconds between two looks of ``sagas show --watch``
 
 
-async def read_saga(store: Store, saga_id: str) -> Shown:
-    """The saga, its events (both as people see them: ``saga_actions.shown``) and the
-    reports of its calls in progress."""
+def worker_command(settings: Settings) -> str:
+    """The command that starts a worker over the ledger these options name."""
+    app = f" --app {brief(settings.app)}" if settings.app else " --app module:attribute"
+    if settings.example_app:
+        app = " --example-app"
+    return f"pivotal --db {settings.ledger}{app} worker"
+
+
+async def read_saga(store: Store, saga_id: str, run: str = worker_wait.RUN) -> Shown:
+    """The saga, its events (both as people see them: ``saga_actions.shown``), where its
+    calls stand, and what it says when it waits for a worker while none is alive (``run``:
+    the command that starts one), all at the ledger's time."""
     stored = await store.load(saga_id)
     if stored is None:
         raise SagaNotFound(f"no saga {saga_id!r}")
-    progress = await live_progress.live(store, stored.state, time.time())
-    return *saga_actions.shown(stored, await store.events(saga_id)), progress
+    now = await store.ledger_time()
+    progress = await live_progress.live(store, stored.state, now)
+    reason = await worker_wait.waiting(store, stored.state, now)
+    waiting = None if reason is None else worker_wait.sentence(reason, run)
+    return *saga_actions.shown(stored, await store.events(saga_id)), progress, waiting
 
 
-async def watch_saga(ctx: typer.Context, saga_id: str, *, verbose: bool) -> None:
-    """``sagas show --watch``: the view redrawn in place until the saga is at rest."""
-    async with reading(settings_of(ctx)) as store:
-        stored, events, progress = await read_saga(store, saga_id)
-        with Live(console=out, auto_refresh=False) as shown:
+async def watch_saga(settings: Settings, saga_id: str, *, verbose: bool) -> None:
+    """``sagas show --watch``: the view redrawn in place until the saga is at rest; where
+    the output is no terminal (a pipe, a file), the view once, then each change as a line."""
+    run_worker = worker_command(settings)
+    async with reading(settings) as store:
+        shown = await read_saga(store, saga_id, run_worker)
+        if not out.is_terminal:
+            await _watch_lines(store, shown, run_worker, verbose=verbose)
+            return
+        with Live(console=out, auto_refresh=False) as live:
             while True:
-                shown.update(saga_view(stored, events, verbose, progress), refresh=True)
+                stored, events, progress, waiting = shown
+                view = saga_view(stored, events, verbose, progress, waiting, fold=True)
+                live.update(view, refresh=True)
                 if stored.state.status.terminal:
                     return
                 await asyncio.sleep(WATCH_EVERY)
-                stored, events, progress = await read_saga(store, saga_id)
+                shown = await read_saga(store, saga_id, run_worker)
+
+
+async def _watch_lines(store: Store, shown: Shown, run_worker: str, *, verbose: bool) -> None:
+    stored, events, progress, waiting = shown
+    out.print(saga_view(stored, events, verbose, progress, waiting))
+    seen = watch.lines(stored.state, progress, waiting)
+    while not stored.state.status.terminal:
+        await asyncio.sleep(WATCH_EVERY)
+        stored, _, progress, waiting = await read_saga(store, stored.state.saga_id, run_worker)
+        now = watch.lines(stored.state, progress, waiting)
+        for line in watch.changed(seen, now):
+            out.print(Text(printable(line)), soft_wrap=True)
+        seen = now
 
 
 def saga_json(
     stored: StoredSaga,
     events: list[Event],
     progress: Mapping[int, live_progress.Shown] | None = None,
+    waiting: str | None = None,
 ) -> dict[str, Any]:
     state = stored.state
     return {
@@ -228,6 +266,7 @@ def saga_json(
         "approval": asdict(state.approval) if state.approval else None,
         "steps": [asdict(r) for r in state.steps],
         "progress": live_progress.as_json(progress or {}),
+        "no_worker": waiting,
         "events": [asdict(e) | {"type": e.type.value} for e in events],
     }
 
@@ -237,6 +276,9 @@ def saga_view(
     events: list[Event],
     verbose: bool,
     progress: Mapping[int, live_progress.Shown] | None,
+    waiting: str | None = None,
+    *,
+    fold: bool = False,
 ) -> Group:
     plan = stored.plan
     return render.saga_view(
@@ -247,6 +289,8 @@ def saga_view(
         last_error=stored.last_error,
         verbose=verbose,
         progress=progress,
+        waiting=waiting,
+        fold=fold,
     )
 
 
@@ -257,11 +301,12 @@ def print_saga(
     as_json: bool,
     verbose: bool = False,
     progress: Mapping[int, live_progress.Shown] | None = None,
+    waiting: str | None = None,
 ) -> None:
     if as_json:
-        dump(saga_json(stored, events, progress))
+        dump(saga_json(stored, events, progress, waiting))
         return
-    out.print(saga_view(stored, events, verbose, progress))
+    out.print(saga_view(stored, events, verbose, progress, waiting))
 
 
 @sagas.command("resume")

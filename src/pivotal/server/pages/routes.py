@@ -16,7 +16,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from pivotal import approval_view, bulk, saga_actions, saga_ids
+from pivotal import approval_view, bulk, saga_actions, saga_ids, worker_wait
 from pivotal import progress as live_progress
 from pivotal.errors import (
     ApprovalError,
@@ -432,7 +432,10 @@ async def saga(request: Request, saga_id: str, notice: str = "") -> Response:
     values = await _saga_values(_ctx(request), saga_id)
     if values is None:
         return refused(request, who, 404, "There is no such saga.")
-    return page(request, "saga.html", 200, who, notice=NOTICES.get(notice, ""), **values)
+    said = NOTICES.get(notice, "")
+    if values["no_worker"] and "a worker" in said:  # what was done, not who goes on with it
+        said = said.partition(":")[0] + "."
+    return page(request, "saga.html", 200, who, notice=said, **values)
 
 
 LIVE_PARTS = {"head": "_saga_live_head.html", "body": "_saga_live_body.html"}
@@ -459,10 +462,14 @@ async def _saga_values(ctx: Context, saga_id: str) -> dict[str, Any] | None:
     stored = await ctx.store.load(saga_id)
     if stored is None:
         return None
-    progress = await live_progress.live(ctx.store, stored.state, ctx.clock.now())
+    now = ctx.clock.now()  # the ledger's time
+    progress = await live_progress.live(ctx.store, stored.state, now)
+    no_worker = await worker_wait.waiting(ctx.store, stored.state, now)
     stored, events = saga_actions.shown(stored, await ctx.store.events(saga_id))
     state = stored.state
     return {
+        "no_worker": no_worker,
+        "run_worker": worker_wait.RUN,
         "saga": views.head(stored),
         "steps": views.steps(stored, events, progress),
         "events": views.timeline(state, events),

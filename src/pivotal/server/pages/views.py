@@ -128,6 +128,7 @@ def steps(
                 "undo_note": as_text(notes[r.index], 200) if r.index in notes else "",
                 "outcome": as_text(redact(as_text(r.undo_error or r.error or r.result, 4000)), 200),
                 "progress": None if shown is None else shown.text,
+                "call": None if shown is None else shown.state.value,
                 "percent": None
                 if shown is None or shown.fraction is None
                 else round(shown.fraction * 100),
