@@ -21,10 +21,10 @@ the two nothing is assumed, and the undo is called.
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 
 from pivotal.catalogue import Catalogue, Step, StepKind
+from pivotal.moments import moment
 from pivotal.state import SagaState, StepRecord, StepStatus
 
 # a hold may exist once its step has begun an attempt
@@ -41,11 +41,6 @@ class Hold:
 
     def describe(self) -> str:
         return f"the hold {self.name} (step {self.index}) may lapse from {moment(self.held_until)}"
-
-
-def moment(at: float) -> str:
-    """A ledger time as people read it (UTC, to the second)."""
-    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def lapsed_since(step: Step, rec: StepRecord, grace: float) -> float | None:

@@ -1,7 +1,8 @@
 """Points in time as people write them: ``7d``, ``24h``, ``30m``, ``45s``, ``2w`` back from
 now, or an ISO date or date-time (UTC unless it names its offset). The one reader of them,
 for the report's period and the saga search's ranges alike; and how long ago, as people read
-it (``age``: a worker's heartbeat, a call in progress)."""
+it (``age``: a worker's heartbeat, a call in progress); and a ledger time in words
+(``moment``)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,11 @@ def parse_moment(text: str, now: float) -> float:
     if not math.isfinite(at):
         raise BadMoment(f"{text[:40]!r} is not a time")
     return at
+
+
+def moment(at: float) -> str:
+    """A ledger time as people read it (UTC, to the second)."""
+    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def age(seconds: float) -> str:

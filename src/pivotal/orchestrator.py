@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import random
-import re
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -13,7 +12,7 @@ from contextvars import ContextVar
 from dataclasses import replace
 from decimal import Decimal
 
-from pivotal import agent_reasons, four_eyes
+from pivotal import agent_reasons, four_eyes, saga_ids
 from pivotal.app import App
 from pivotal.catalogue import Catalogue, StepKind
 from pivotal.clock import Clock, SystemClock, follow_ledger, synced
@@ -74,9 +73,6 @@ from pivotal.store.planning_records import (
 from pivotal.telemetry import Observers, Telemetry
 from pivotal.validation import Checked, Recheck, checked_bounded, recheck_bounded
 
-_SAGA_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
-
-
 _RUNNABLE = (SagaStatus.SUBMITTED, SagaStatus.RUNNING, SagaStatus.COMPENSATING)
 
 # True inside a pass admitted by ``Orchestrator.execute`` or ``run`` (and in what its steps
@@ -87,17 +83,6 @@ _admitted: ContextVar[bool] = ContextVar("pivotal_admitted", default=False)
 
 def _trace(traceparent: str | None) -> dict[str, str]:
     return {"traceparent": traceparent} if traceparent else {}
-
-
-def _check_id(saga_id: str | None) -> None:
-    if saga_id is not None and not _SAGA_ID.match(saga_id):
-        raise InvalidInput(
-            f"saga id {saga_id!r} must be 1-128 characters of letters, digits, '_', '.', '-'"
-        )
-
-
-def new_saga_id() -> str:
-    return f"sg_{uuid.uuid4().hex}"
 
 
 class Orchestrator:
@@ -151,7 +136,7 @@ class Orchestrator:
         id with another plan raises ``SagaConflict``.
         """
         await synced(self.clock)  # times below are the ledger's
-        _check_id(saga_id)
+        saga_ids.check(saga_id)
         existing = await self.store.load(saga_id) if saga_id is not None else None
         if existing is None:
             # Validated once, when first submitted: a resubmission of the same plan returns
@@ -179,7 +164,7 @@ class Orchestrator:
         await synced(self.clock)  # times below are the ledger's
         if not canonical_person(by) or not reason.strip():
             raise InvalidInput("aborting a saga needs who aborted it and why")
-        _check_id(saga_id)
+        saga_ids.check(saga_id)
         existing = await self.store.load(saga_id) if saga_id is not None else None
         if existing is None:
             state, submitted, _ = await self._new(plan, saga_id)
@@ -219,7 +204,7 @@ class Orchestrator:
                 "its submitter (it has no create_leased): nothing was submitted"
             )
         await synced(self.clock)  # times below are the ledger's
-        _check_id(saga_id)
+        saga_ids.check(saga_id)
         existing = await self.store.load(saga_id) if saga_id is not None else None
         if existing is None:
             state, event, _ = await self._new(plan, saga_id)
@@ -308,7 +293,7 @@ class Orchestrator:
         found = await checked_bounded(plan, catalogue, facts=self.app.facts)
         if found.errors:
             raise PlanRejected(found.errors)
-        saga_id = saga_id or new_saga_id()
+        saga_id = saga_id or saga_ids.new()
         event = Event(
             type=EventType.SAGA_SUBMITTED,
             at=self.clock.now(),
@@ -472,7 +457,7 @@ class Orchestrator:
         if create is None:
             state = await self.submit(plan, saga_id=saga_id)
             return await self.run(state.saga_id, options=options)
-        _check_id(saga_id)
+        saga_ids.check(saga_id)
         try:
             state, event, found = await self._new(plan, saga_id)
         except PlanRejected:
@@ -702,13 +687,17 @@ class Orchestrator:
 
     # -- abort before the point of no return --------------------------------------------
 
-    async def abort(self, saga_id: str, by: str, reason: str, *, run: bool = False) -> SagaState:
+    async def abort(
+        self, saga_id: str, by: str, reason: str, *, run: bool = False, search: str | None = None
+    ) -> SagaState:
         """Turn a verdict (a model's "this order is invalid", a check) into a rollback: a
         saga that is submitted or running, and has not begun its point-of-no-return step,
         starts compensating; with ``run`` it compensates in this process, else a worker
         (or the pass that holds its lease) does. Refused with ``InvalidInput`` otherwise: a
         saga awaiting approval is rejected instead, and past the point of no return nothing
-        is undone. The write is fenced by version: a pass running meanwhile reloads."""
+        is undone. The write is fenced by version: a pass running meanwhile reloads.
+        ``search``: the query of the search that selected it, when one act aborted many
+        (``pivotal.bulk``), kept in the event's data."""
         await synced(self.clock)  # times below are the ledger's
         if not canonical_person(by) or not reason.strip():
             raise InvalidInput("aborting a saga needs who aborted it and why")
@@ -727,9 +716,12 @@ class Orchestrator:
                 "nothing is undone after it"
             )
         saga_run = self._pass(stored, None)
-        await saga_run.emit(
-            saga_run.event(EventType.COMPENSATION_STARTED, reason=f"aborted by {by}: {reason}")
+        started = saga_run.event(
+            EventType.COMPENSATION_STARTED, reason=f"aborted by {by}: {reason}"
         )
+        if search is not None:  # which search selected it
+            started = replace(started, data={**started.data, "search": search})
+        await saga_run.emit(started)
         if not run:
             return saga_run.state
         return await self.run(saga_id)

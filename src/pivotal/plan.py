@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from pivotal import saga_ids
 from pivotal.errors import PlanParseError, PlanTooLarge
 
 
@@ -24,7 +25,7 @@ class Rerun(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    saga_id: str = Field(min_length=1, max_length=128)
+    saga_id: str = Field(pattern=saga_ids.SCHEMA_PATTERN)
     by: str = Field(min_length=1, max_length=200)
 
 

@@ -18,9 +18,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pivotal.call_state import CallState, Lease, call_of, decide, lease_of
 from pivotal.clock import Clock
 from pivotal.errors import ProgressError
-from pivotal.moments import age
+from pivotal.moments import age, moment
 from pivotal.redaction import redact
 from pivotal.state import SagaState, StepRecord, StepStatus, UndoStatus
 
@@ -84,12 +85,15 @@ class Reporter:
 
 @dataclass(frozen=True, slots=True)
 class Shown:
-    """A step's report as an operator reads it: ``text`` in one line, ``fraction`` (0-1)
-    when the report has a total."""
+    """A step's call as an operator reads it: ``text`` in one line, ``state`` where it
+    stands (``call_state``), ``until`` when it is in doubt, ``fraction`` (0-1) when the
+    call is in flight and its report has a total; ``record``: its report, if any."""
 
     text: str
     fraction: float | None
     record: Mapping[str, Any]
+    state: CallState = CallState.IN_FLIGHT
+    until: float | None = None
 
 
 def current(step: StepRecord, record: Mapping[str, Any] | None) -> bool:
@@ -105,54 +109,110 @@ def current(step: StepRecord, record: Mapping[str, Any] | None) -> bool:
 
 
 def describe(
-    step: StepRecord, record: Mapping[str, Any] | None, now: float, holder: str | None
+    step: StepRecord,
+    record: Mapping[str, Any] | None,
+    now: float,
+    holder: str | None,
+    lease: Lease = Lease.LIVE,
+    expired_at: float | None = None,
 ) -> Shown | None:
-    """The report of the call in progress on ``step``, or None when it has none."""
-    if record is None or not current(step, record):
+    """Where the latest call of ``step`` stands (``call_state.decide``) and what it last
+    reported, at ``now`` on the ledger's clock; None when there is no call to speak of.
+    ``holder``: the lease's owner; ``expired_at``: when its lease expired, if it did."""
+    call = call_of(step)
+    report = record if record is not None and current(step, record) else None
+    doubt = call.doubt_until
+    verdict = decide(call.status, lease, doubt is not None and doubt > now, report is not None)
+    if verdict is None:
         return None
+    what = "undo attempt" if call.undo else "attempt"
+    said, fraction = _report(report)
+    if verdict.state is CallState.IN_FLIGHT:
+        parts = ["in flight", *said]
+        if verdict.running and report is not None:
+            parts.append(f"{what} {call.attempt}, running {age(now - report['since'])}")
+            parts.append(f"reported {age(now - report['at'])} ago")
+        else:
+            parts.append(f"{what} {call.attempt}")
+        if holder:
+            parts.append(f"held by {holder}")
+        return Shown(" · ".join(parts), fraction, report or {}, verdict.state)
+    gone = _no_holder(holder, lease, expired_at, now)
+    if verdict.state is CallState.IN_DOUBT and doubt is not None:
+        head = f"in doubt until {moment(doubt)} ({age(doubt - now)} from now)"
+        parts = [head, f"{what} {call.attempt}", f"{gone}: it may still take effect"]
+    else:
+        parts = ["ended, unrecorded", f"{what} {call.attempt}"]
+        parts.append(f"{gone}: it may have ended without its result recorded")
+    if report is not None:
+        parts.append(f"last reported {age(now - report['at'])} ago: " + " · ".join(said))
+    return Shown(" · ".join(parts), None, report or {}, verdict.state, doubt)
+
+
+def summary(shown: Shown) -> str:
+    """Where a call stands and what it last said, without the ages that change each time
+    it is read: a line that changes only when the call does."""
+    said, _ = _report(shown.record or None)
+    if shown.state is CallState.IN_DOUBT and shown.until is not None:
+        head = f"in doubt until {moment(shown.until)}"
+    else:
+        head = "in flight" if shown.state is CallState.IN_FLIGHT else "ended, unrecorded"
+    return " · ".join([head, *said])
+
+
+def _report(report: Mapping[str, Any] | None) -> tuple[list[str], float | None]:
+    """A report's words (how far, its message) and its fraction done, if it has a total."""
+    if report is None:
+        return [], None
     parts = []
-    done, total = record.get("done"), record.get("total")
+    done, total = report.get("done"), report.get("total")
     fraction = None
     if total is not None and done is not None:
         fraction = 1.0 if total == 0 else min(1.0, done / total)
         parts.append(f"{_figure(done)} of {_figure(total)} ({fraction:.0%})")
     elif done is not None:
         parts.append(f"{_figure(done)} done")
-    if record.get("message"):
-        parts.append(str(record["message"]))
-    what = "undo attempt" if record.get("undo") else "attempt"
-    parts.append(f"{what} {record.get('attempt')}, running {age(now - record['since'])}")
-    parts.append(f"reported {age(now - record['at'])} ago")
-    if holder:
-        parts.append(f"held by {holder}")
-    return Shown(" · ".join(parts), fraction, record)
+    if report.get("message"):
+        parts.append(str(report["message"]))
+    return parts, fraction
+
+
+def _no_holder(holder: str | None, lease: Lease, expired_at: float | None, now: float) -> str:
+    if lease is Lease.EXPIRED and holder:
+        since = f" {age(now - expired_at)} ago" if expired_at is not None else ""
+        return f"no live holder ({holder}'s lease expired{since})"
+    return "no live holder"
 
 
 def _figure(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-def in_progress(state: SagaState) -> bool:
-    """Whether a call of the saga may be in progress now (a report may be worth reading)."""
-    return not state.status.terminal and any(
-        s.status is StepStatus.STARTED or s.undo_status is UndoStatus.STARTED for s in state.steps
-    )
+def in_progress(state: SagaState, now: float) -> bool:
+    """Whether a call of the saga may be in progress or in doubt at ``now`` (a report, a
+    lease, may be worth reading)."""
+    if state.status.terminal:
+        return False
+    for s in state.steps:
+        call = call_of(s)
+        if call.status is StepStatus.STARTED or (call.doubt_until or 0.0) > now:
+            return True
+    return False
 
 
 async def live(store: Store, state: SagaState, now: float) -> dict[int, Shown]:
-    """The reports of the saga's calls in progress, by step index, as ``describe`` shows
-    them (read from the ledger only when a call may be in progress)."""
-    if not in_progress(state):
+    """Where the saga's calls stand at ``now`` (the ledger's time), by step index, as
+    ``describe`` shows them (read from the ledger only when a call may be in progress)."""
+    if not in_progress(state, now):
         return {}
     records = await store.progress_of(state.saga_id)
-    if not records:
-        return {}
-    lease = await store.lease_of(state.saga_id)
-    holder = lease[0] if lease is not None else None
+    found = await store.lease_of(state.saga_id)
+    holder, expires_at = (found[0], found[2]) if found is not None else (None, None)
+    lease = lease_of(holder, expires_at, now)
+    expired_at = expires_at if lease is Lease.EXPIRED else None
     shown = {
-        index: describe(state.steps[index], record, now, holder)
-        for index, record in records.items()
-        if index < len(state.steps)
+        step.index: describe(step, records.get(step.index), now, holder, lease, expired_at)
+        for step in state.steps
     }
     return {index: s for index, s in shown.items() if s is not None}
 
@@ -160,6 +220,12 @@ async def live(store: Store, state: SagaState, now: float) -> dict[int, Shown]:
 def as_json(shown: Mapping[int, Shown]) -> dict[str, dict[str, Any]]:
     """``live``'s reports as the API and ``--json`` give them, by step index."""
     return {
-        str(index): {**s.record, "text": s.text, "fraction": s.fraction}
+        str(index): {
+            **s.record,
+            "text": s.text,
+            "fraction": s.fraction,
+            "state": s.state.value,
+            "until": s.until,
+        }
         for index, s in shown.items()
     }

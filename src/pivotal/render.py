@@ -400,6 +400,17 @@ def _late(status: str, overdue: str | None) -> Text:
     return Text.assemble(status, "\n", (overdue, "bold red"))
 
 
+def _notice(text: str, fold: bool) -> Text | Table:
+    """A notice on one line (the terminal folds it, a pipe keeps its command whole), or
+    ``fold``ed onto as many lines as the view is wide (a live view crops a longer line)."""
+    shown = safe_text(text, "bold yellow")
+    if not fold:
+        return shown
+    grid = Table.grid()
+    grid.add_row(shown)
+    return grid
+
+
 def saga_view(
     state: SagaState,
     events: Sequence[Event],
@@ -410,10 +421,14 @@ def saga_view(
     verbose: bool = False,
     progress: Mapping[int, Shown] | None = None,
     now: float | None = None,
+    waiting: str | None = None,
+    fold: bool = False,
 ) -> Group:
     """A saga as an operator reads it; ``last_error``: why its last pass ended without
     progress, or why a worker gave it back unrun (it cannot serve it), as the ledger keeps
-    it until the saga moves on. ``verbose``: every event, and each failed call's trace."""
+    it until the saga moves on. ``verbose``: every event, and each failed call's trace.
+    ``waiting``: that it waits for a worker while none is alive (``worker_wait``), folded
+    to the view's width when ``fold`` (a live view)."""
     head = Table.grid(padding=(0, 2))
     head.add_row("saga", safe_text(state.saga_id, "bold"))
     digest = catalogue_digest_of(events)
@@ -436,6 +451,7 @@ def saga_view(
         head.add_row("approval", safe_text(f"{a.status.value}{by} — {a.reason}"))
     return Group(
         Panel(head, expand=False),
+        *([_notice(waiting, fold)] if waiting else []),
         steps_table(state, events, progress, now),
         Panel(
             timeline(state, events, verbose=verbose),

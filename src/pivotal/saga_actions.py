@@ -53,15 +53,18 @@ def reason_of(given: str, what: str) -> str:
     return reason
 
 
-async def abort(orchestrator: Orchestrator, saga_id: str, by: str, reason: str) -> SagaState:
-    """Record that ``by`` aborted the saga, and why: it starts compensating and a worker runs
+async def abort(
+    orchestrator: Orchestrator, saga_id: str, by: str, reason: str, *, search: str | None = None
+) -> SagaState:
+    """Record that ``by`` aborted the saga, and why (and ``search``, the query of the search
+    that selected it, when one act aborted many): it starts compensating and a worker runs
     the undos. ``SagaNotAbortable`` (with the orchestrator's reason) when it cannot be."""
     why = reason_of(reason, "aborting a saga")
     if not canonical_person(by):
         raise InvalidInput("aborting a saga needs who aborted it")
     await orchestrator.get(saga_id)  # SagaNotFound first
     try:
-        return await orchestrator.abort(saga_id, by, why, run=False)
+        return await orchestrator.abort(saga_id, by, why, run=False, search=search)
     except InvalidInput as exc:  # the reason is good: it is the saga's state that refuses
         raise SagaNotAbortable(exc.message) from None
 

@@ -21,13 +21,12 @@ default-ignorable one (``earlier_namespace``): they keep the namespace they were
 from __future__ import annotations
 
 import hashlib
-import re
 import unicodedata
 from typing import TYPE_CHECKING
 
+from pivotal import saga_ids
 from pivotal.agent_view import SagaView, agent_saga
 from pivotal.errors import InvalidInput, SagaConflict
-from pivotal.orchestrator import new_saga_id
 from pivotal.principals import canonical_person
 
 if TYPE_CHECKING:
@@ -38,10 +37,10 @@ if TYPE_CHECKING:
 
 SLUG_LEN = 18
 HASH_LEN = 12
-MAX_STORED = 128  # what the ledger takes (``Orchestrator.submit``)
+MAX_STORED = saga_ids.MAX_LENGTH  # what the ledger takes
 MAX_ID = MAX_STORED - SLUG_LEN - HASH_LEN - 2  # an agent's own id: 96 characters at most
-_ID = re.compile(rf"^[A-Za-z0-9_.\-]{{1,{MAX_ID}}}$")
-ID_RULE = f"1-{MAX_ID} characters of letters, digits, '_', '.', '-'"
+_ID = saga_ids.pattern(MAX_ID)
+ID_RULE = saga_ids.rule(MAX_ID)
 
 
 def namespace(agent: str) -> str:
@@ -135,7 +134,7 @@ async def submit(
     store = orchestrator.store
     existed = False
     if given is None:
-        saga_id = namespace(agent) + new_saga_id()
+        saga_id = namespace(agent) + saga_ids.new()
     else:
         saga_id = scoped(agent, given)
         existed = await store.load(saga_id) is not None

@@ -35,9 +35,10 @@ ACTIVE = (SagaStatus.SUBMITTED, SagaStatus.RUNNING, SagaStatus.COMPENSATING)
 _ACTIVE_PAGE = 100  # sagas of each active status read to tell whether any is this worker's
 
 
-def default_name() -> str:
-    """A worker's name unless it is given one: ``host-pid``, unique while it runs."""
-    return f"{socket.gethostname()}-{os.getpid()}"
+def default_name(pid: int | None = None) -> str:
+    """A worker's name unless it is given one: ``host-pid``, unique while it runs (``pid``:
+    of another process of this host, else this one's)."""
+    return f"{socket.gethostname()}-{os.getpid() if pid is None else pid}"
 
 
 def pivotal_version() -> str:

@@ -51,7 +51,9 @@ class AlwaysAsk:
         return ApprovalRequirement(reason="check " + EVIL)
 
 
-app = Catalogue("hostile", approval=AlwaysAsk())
+# an undo that raises may still land until its timeout and grace have passed, and the
+# worker parks it only then: kept short, so the ledger is full within a second
+app = Catalogue("hostile", approval=AlwaysAsk(), default_timeout=0.5, doubt_grace=0)
 
 
 @app.compensable(undo_retry=RetryPolicy(max_attempts=1))

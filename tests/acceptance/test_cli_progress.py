@@ -84,3 +84,23 @@ def test_watch_follows_the_saga_until_it_is_at_rest(inproc: InProcess) -> None:
     refused = inproc("sagas", "show", "copy", "--watch", "--json")
     assert refused.exit_code == 2
     assert "--watch shows a table" in refused.stderr
+
+
+def test_a_call_whose_worker_is_gone_is_not_shown_running(inproc: InProcess) -> None:
+    async def quiet() -> None:  # w-1 went quiet after the intent, 1000 s ago on the ledger
+        plan = parse_plan({"catalogue": "files", "steps": [{"name": "copy"}]})
+        async with SQLiteStore(inproc.ledger) as store:
+            crash = CrashAt(CrashSite(Point.AFTER_INTENT, 0))
+            then = FakeClock(time.time() - 1000)
+            worker = Orchestrator(store, copying(), clock=then, owner="w-1", hook=crash)
+            with pytest.raises(SimulatedCrash):
+                await worker.execute(plan, saga_id="quiet")
+
+    asyncio.run(quiet())
+
+    flat = " ".join(inproc.ok("sagas", "show", "quiet").split())
+    assert "ended, unrecorded · attempt 1 · no live holder (w-1's lease expired" in flat
+    assert "running" not in flat.split("steps", 1)[1]
+    assert "held by" not in flat
+    data = inproc.json("sagas", "show", "quiet")
+    assert data["progress"]["0"]["state"] == "ended_unrecorded"

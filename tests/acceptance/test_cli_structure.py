@@ -37,6 +37,7 @@ EVERY_COMMAND = {
     "sagas abort": "sagas",
     "sagas rerun": "sagas",
     "sagas events": "sagas",
+    "sagas bulk": "bulk",
     "approvals list": "approvals",
     "approvals approve": "approvals",
     "approvals reject": "approvals",

@@ -159,3 +159,45 @@ def test_an_approver_rejects_and_sees_the_undos(served: Served, page: sync_api.P
     expect(timeline.locator("tr.e-undo_succeeded")).to_have_count(2)
     expect(page.locator(".status").first).to_have_text("compensated")
     assert dialogs == []
+
+
+def test_two_approvers_at_once_the_second_keeps_the_reason_and_reads_who_decided(
+    served: Served, page: sync_api.Page, tmp_path: Path
+) -> None:
+    """Ann and Bea open the same decision; Ann rejects first. Bea's approval decides
+    nothing: she lands on the saga's page, reads who decided and when, and still has the
+    reason she typed. On a laptop's screen both decisions are in view without scrolling."""
+    expect = sync_api.expect
+    in_thread(_token("bea", "pvt_browser_bea", served.ledger))
+    second = page.context.browser.new_context(viewport={"width": 1280, "height": 720})  # type: ignore[union-attr]
+    bea = second.new_page()
+    try:
+        page.set_viewport_size({"width": 1280, "height": 720})
+        for who, token in ((page, TOKEN), (bea, "pvt_browser_bea")):
+            login(who, served.url, token)
+            who.get_by_role("link", name="ship-4472").click()
+            for button in ("Approve", "Reject"):
+                box = who.get_by_role("button", name=button, exact=True).bounding_box()
+                assert box is not None, button
+                assert box["y"] + box["height"] <= 720, button
+        page.get_by_label("Reason to reject").fill("duplicate of 4471")
+        page.get_by_role("button", name="Reject", exact=True).click()
+        expect(page.get_by_role("status")).to_contain_text("Rejected")
+
+        typed = "customer confirmed both lamps by phone"
+        bea.get_by_label("Reason to approve").fill(typed)
+        bea.get_by_role("button", name="Approve", exact=True).click()
+        lost = bea.locator("#lost")
+        expect(lost).to_contain_text("nothing was decided by you")
+        expect(lost).to_contain_text("The approval was rejected by ann at")
+        expect(lost).to_contain_text(": duplicate of 4471")
+        expect(bea.locator("#lost-reason")).to_have_value(typed)
+        expect(bea.locator("h1")).to_have_text("ship-4472")
+        bea.screenshot(path=str(tmp_path / "lost-decision.png"), full_page=False)
+    finally:
+        second.close()
+
+
+async def _token(name: str, token: str, ledger: Path) -> None:
+    async with SQLiteStore(ledger) as store:
+        await store.create_token(name, Role.APPROVER.value, hash_token(token), 0.0)

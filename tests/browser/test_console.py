@@ -39,8 +39,10 @@ from pivotal import (
 from pivotal.app import App
 from pivotal.clock import Clock, FakeClock
 from pivotal.examples.commerce import Fault, create_app
+from pivotal.hooks import Point
 from pivotal.principals import Role, hash_token
 from pivotal.rerun import rerun_id
+from pivotal.testing.crash import CrashAt, CrashSite, SimulatedCrash
 from search_ledger import make
 
 expect = sync_api.expect
@@ -195,6 +197,13 @@ def saga_ids(page: sync_api.Page) -> sync_api.Locator:
     return page.locator("table.grid tbody tr td:first-child a")
 
 
+def filters(page: sync_api.Page) -> None:
+    """Unfold the Sagas page's filters (folded away once a search was made)."""
+    folded = page.locator("details.search")
+    if folded.get_attribute("open") is None:
+        folded.locator("summary").click()
+
+
 # -- 1. search, filter, sort and page ------------------------------------------------------
 
 # (saga, catalogue, status, created hours before NOW, updated hours before NOW, reason, order)
@@ -282,9 +291,15 @@ def test_search_filters_and_sorts_the_sagas(
     expect(page.get_by_label("compensated", exact=True)).to_be_checked()
     expect(page.get_by_label("Reason contains")).to_have_value("declined")
     expect(page.locator("table.grid tbody")).to_contain_text("card DECLINED by the issuer")
+    expect(page.locator("details.search")).not_to_have_attribute("open", "")  # folded away
+    link = page.get_by_role("link", name="Link to this search")
+    searched = "status=compensated&reason=declined&sort=created&order=desc"
+    expect(link).to_have_attribute("href", f"/ui/sagas?{searched}")
+    filters(page)  # shown unfolded, under the results
     shot(page, tmp_path, "sagas-search.png")
 
     # sorted by the last update, oldest first: ship-4472 was updated last
+    filters(page)
     page.get_by_label("Sort by").select_option("updated")
     page.get_by_label("Order", exact=True).select_option("asc")
     page.get_by_role("button", name="Search").click()
@@ -293,10 +308,12 @@ def test_search_filters_and_sorts_the_sagas(
     expect(page.get_by_label("Order", exact=True)).to_have_value("asc")
 
     # the fulfilment catalogue and an argument value: just the one order
+    filters(page)
     page.get_by_label("Catalogue").fill("fulfilment")
     page.get_by_label("Argument value").fill("order_id=4472")
     page.get_by_role("button", name="Search").click()
     expect(saga_ids(page)).to_have_text(["ship-4472"])
+    filters(page)
     page.get_by_label("Argument value").fill("order_id=4471")
     page.get_by_role("button", name="Search").click()
     expect(page.locator("table.grid tbody")).to_contain_text(
@@ -305,9 +322,11 @@ def test_search_filters_and_sorts_the_sagas(
     expect(saga_ids(page)).to_have_count(0)
 
     # a filter the page cannot read says why, and keeps the form
+    filters(page)
     page.get_by_label("Created since").fill("last week")
     page.get_by_role("button", name="Search").click()
     expect(page.get_by_role("alert")).to_contain_text("neither a duration")
+    expect(page.locator("details.search")).to_have_attribute("open", "")  # unfolded
     expect(page.get_by_label("Catalogue")).to_have_value("fulfilment")
 
     page.get_by_role("link", name="clear").click()
@@ -424,7 +443,8 @@ def test_an_operator_aborts_a_saga_before_its_pivot_from_its_page(
     page.get_by_role("button", name="Abort", exact=True).click()
 
     expect(page).to_have_url(f"{console.url}/ui/sagas/chk-5003?notice=aborted")
-    expect(page.get_by_role("status")).to_have_text("Aborted: a worker runs the undos.")
+    expect(page.get_by_role("status")).to_have_text("Aborted.")  # no worker is alive yet
+    expect(page.locator("#no-worker")).to_contain_text("start one over this ledger with")
     expect(page.locator("#live-head .status").first).to_have_text("compensating")
     expect(page.locator("#timeline tr.e-compensation_started")).to_contain_text(
         "a duplicate of order 5001"
@@ -449,6 +469,51 @@ def test_an_operator_runs_a_compensated_plan_again(console: Console, page: sync_
     page.locator("#rerun-of").get_by_role("link", name="chk-5004").click()
     expect(page).to_have_url(f"{console.url}/ui/sagas/chk-5004")
     expect(page.locator("#live-head .status").first).to_have_text("compensated")
+    console.quiet()
+
+
+def test_an_operator_aborts_every_saga_of_a_search_after_confirming_the_count(
+    console: Console, page: sync_api.Page, tmp_path: Path
+) -> None:
+    for order_id in ("5101", "5102", "5103"):
+        open_order(console, order_id)
+
+    async def submit(orch: Orchestrator) -> None:
+        for order_id in ("5101", "5102", "5103"):
+            await orch.submit(checkout(order_id), saga_id=f"chk-{order_id}")
+
+    console.run(submit)
+    declined(console, "chk-5104", "5104")  # compensated: not among those submitted
+    console.serve()
+    console.open(page, Role.OPERATOR, "/ui/sagas")
+    page.get_by_label("submitted", exact=True).check()
+    page.get_by_role("button", name="Search").click()
+    expect(saga_ids(page)).to_have_text(["chk-5101", "chk-5102", "chk-5103"])  # ties: by id
+    page.get_by_label("Every saga of this search").select_option("abort")
+    page.get_by_label("Reason (an abort needs one)").fill("a batch planned from a bad feed")
+    page.screenshot(path=str(tmp_path / "bulk-search.png"), full_page=True)
+    page.get_by_role("button", name="Act on every saga of this search").click()
+
+    expect(page.locator("h1")).to_have_text("Abort 3 sagas?")
+    expect(page.locator("ul.ids a")).to_have_text(["chk-5101", "chk-5102", "chk-5103"])
+    page.screenshot(path=str(tmp_path / "bulk-confirm.png"), full_page=True)
+    page.get_by_role("button", name="Abort 3 sagas").click()
+
+    expect(page.locator("h1")).to_have_text("Abort 3 sagas: done")
+    expect(page.get_by_role("status")).to_have_text("3 acted, 0 already, 0 refused, 0 not found.")
+    page.screenshot(path=str(tmp_path / "bulk-done.png"), full_page=True)
+    page.get_by_role("link", name="Back to the search").click()
+    expect(page.locator("table.grid tbody")).to_contain_text("No sagas with status submitted")
+
+    async def statuses(orch: Orchestrator) -> dict[str, str]:
+        return {s.saga_id: s.status.value for s in await orch.store.list_sagas(None, 10)}
+
+    assert console.run(statuses) == {
+        "chk-5101": "compensating",
+        "chk-5102": "compensating",
+        "chk-5103": "compensating",
+        "chk-5104": "compensated",
+    }
     console.quiet()
 
 
@@ -654,7 +719,7 @@ def test_a_saga_page_follows_long_work_until_it_comes_to_rest(
             line = page.locator("#live-body .progress-line")
             expect(line).to_have_text(
                 re.compile(
-                    r"^40% 40 of 100 \(40%\) · copying · attempt 1, running 3 ?s"
+                    r"^40% in flight · 40 of 100 \(40%\) · copying · attempt 1, running 3 ?s"
                     r" · reported 3 ?s ago · held by w-1$"
                 )
             )
@@ -693,4 +758,47 @@ def test_a_saga_page_follows_long_work_until_it_comes_to_rest(
     expect(page.locator(".progress-line")).to_have_count(0)
     expect(page.get_by_label("Reason to abort")).to_have_count(0)
     expect(page.locator("#live-body")).to_contain_text('{"copied": 100}')
+    console.quiet()
+
+
+# -- 7. a call whose worker went away ------------------------------------------------------
+
+
+def test_a_call_whose_worker_went_away_is_not_shown_running_and_no_worker_is_said(
+    console: Console, page: sync_api.Page, tmp_path: Path
+) -> None:
+    files = Copier().catalogue()  # its calls may last an hour
+    plan = parse_plan({"catalogue": "files", "steps": [{"name": "copy_files"}]})
+
+    async def crashed() -> None:  # w-1 began the copy at NOW, then its process died
+        async with SQLiteStore(console.ledger) as store:
+            await store.start_worker("w-1", NOW, version="1", catalogues=["files"], beat_every=5)
+            crash = CrashAt(CrashSite(Point.AFTER_INTENT, 0))
+            orch = Orchestrator(
+                store, files, clock=FakeClock(NOW), owner="w-1", hook=crash, lease_ttl=30
+            )
+            with pytest.raises(SimulatedCrash):
+                await orch.execute(plan, saga_id="copy-gone")
+
+    in_thread(crashed())
+    clock = FakeClock(NOW + 600)  # ten minutes on: its lease and heartbeats are long stale
+    console.serve(lambda: files, clock=clock)
+    console.open(page, Role.OPERATOR, "/ui/sagas/copy-gone")
+
+    line = page.locator("#live-body .progress-line")
+    expect(line).to_have_text(
+        "in doubt until 2026-11-30 13:00:30 UTC (50m 30s from now) · attempt 1 · no live "
+        "holder (w-1's lease expired 9m 30s ago): it may still take effect"
+    )
+    expect(line).not_to_contain_text("running")
+    expect(page.locator("#no-worker")).to_have_text(
+        "No worker is alive to run this saga (the call of copy_files (step 0) has no live "
+        "holder): start one over this ledger with pivotal --db URL worker, with the --app "
+        "this server runs."
+    )
+    page.screenshot(path=str(tmp_path / "call-in-doubt.png"), full_page=True)
+
+    clock.advance(HOUR)  # past the call's deadline (and its grace): it can no longer land
+    expect(line).to_contain_text("ended, unrecorded · attempt 1 · no live holder", timeout=POLLED)
+    page.screenshot(path=str(tmp_path / "call-unrecorded.png"), full_page=True)
     console.quiet()

@@ -106,7 +106,8 @@ async def test_a_report_is_kept_with_its_attempt_and_renews_the_lease(store, clo
     assert shown is not None
     assert shown.fraction == pytest.approx(1 / 3)
     assert shown.text == (
-        "1 of 3 (33%) · copying file 2 · attempt 1, running 14s · reported 5s ago · held by w-1"
+        "in flight · 1 of 3 (33%) · copying file 2 · attempt 1, running 14s · "
+        "reported 5s ago · held by w-1"
     )
 
     copier.go_on.set()

@@ -25,6 +25,7 @@ from pivotal import (
     parse_plan,
 )
 from pivotal.cli import _progress
+from pivotal.moments import age
 from pivotal.observability import logs
 from pivotal.observability.logs import (
     JsonLines,
@@ -137,6 +138,44 @@ async def test_lines_inside_a_call_carry_the_saga_step_key_and_attempt(
         assert line["logger"] == STEP_LOG.name
     assert [line["attempt"] for line in lines if line["message"].endswith(" 3")] == [1, 2, 2]
     assert current_fields() == logs.SagaFields()
+
+
+def catalogue_taking_time(clock: FakeClock, transient: list[int]) -> Catalogue:
+    """``take`` lets ``args.n`` seconds pass on the fake clock; numbers in ``transient``
+    fail once, transiently (the saga waits for its retry)."""
+    catalogue = Catalogue("timed")
+
+    async def give_back(args: Hold, result: Any, ctx: StepContext) -> None:
+        return None
+
+    @catalogue.compensable(undo=give_back)
+    async def take(args: Hold, ctx: StepContext) -> dict[str, int]:
+        clock.advance(args.n)
+        if args.n in transient:
+            transient.remove(args.n)
+            raise Transient("try again")
+        return {"n": args.n}
+
+    return catalogue
+
+
+async def test_one_line_per_saga_that_comes_to_rest(store: Store, clock: FakeClock) -> None:
+    """A saga that ends says so once: its id, outcome and time from submission on the
+    ledger's clock (JSON lines carry them as keys)."""
+    catalogue = catalogue_taking_time(clock, transient=[90])
+    orchestrator = Orchestrator(store, catalogue, clock=clock, telemetry=[LogFields()])
+    plan = parse_plan({"catalogue": "timed", "steps": [{"name": "take", "args": {"n": 90}}]})
+    started = clock.now()
+    with capture(logging.getLogger("pivotal.sagas"), JsonLines()) as buffer:
+        done = await orchestrator.execute(plan, saga_id="s-rest")  # waits out its retry
+        assert done.status is SagaStatus.COMPLETED
+        await orchestrator.run("s-rest")  # a pass over a saga at rest adds no line
+    (line,) = parsed(buffer)
+    took = clock.now() - started
+    assert took > 180  # twice 90 s, and the wait before the retry
+    assert line["message"] == f"saga s-rest came to rest: completed after {age(took)}"
+    assert (line["saga_id"], line["outcome"]) == ("s-rest", "completed")
+    assert line["duration_seconds"] == pytest.approx(took, abs=0.01)
 
 
 def test_saga_fields_apply_inside_and_are_restored_after() -> None:

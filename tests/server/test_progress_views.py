@@ -60,8 +60,10 @@ async def test_the_api_gives_the_report_of_the_call_in_progress(
             "since": pytest.approx(clock.now() - 7),
             "at": pytest.approx(clock.now() - 2),
             "fraction": 0.4,
-            "text": "40 of 100 (40%) · asking the warehouse · attempt 1, running 7s · "
-            "reported 2s ago · held by w-1",
+            "state": "in_flight",
+            "until": None,
+            "text": "in flight · 40 of 100 (40%) · asking the warehouse · attempt 1, "
+            "running 7s · reported 2s ago · held by w-1",
         }
     }
 
@@ -77,7 +79,15 @@ async def test_a_report_of_an_earlier_attempt_is_not_shown(
 
     reply = await as_role[Role.VIEWER].get("/v1/sagas/older")
 
-    assert reply.json()["progress"] == {}
+    # the call is shown in flight, without the earlier attempt's report
+    assert reply.json()["progress"] == {
+        "0": {
+            "text": "in flight · attempt 1 · held by w-1",
+            "fraction": None,
+            "state": "in_flight",
+            "until": None,
+        }
+    }
 
 
 async def test_the_page_follows_a_saga_in_progress_and_stops_at_rest(
@@ -104,7 +114,14 @@ async def test_the_page_follows_a_saga_in_progress_and_stops_at_rest(
     assert (await viewer.get("/ui/sagas/follow/live?part=nope")).status_code == 404
     assert (await viewer.get("/ui/sagas/nope/live")).status_code == 404
 
-    clock.advance(120)  # the quiet worker's lease ran out: another finishes the saga
+    clock.advance(120)  # the quiet worker's lease ran out: its call is no longer running
+    body = await viewer.get("/ui/sagas/follow/live?part=body")
+    assert "call-ended_unrecorded" in body.text
+    assert "ended, unrecorded · attempt 1 · no live holder (w-1&#39;s lease expired" in body.text
+    assert "running" not in body.text
+    assert "held by" not in body.text
+    assert "<progress" not in body.text
+    # another worker finishes the saga
     state = await orchestrator.run("follow")
     assert state.status is SagaStatus.COMPLETED
 

@@ -134,6 +134,9 @@ TABLE: dict[tuple[str, str], Row] = {
     ("POST", "/v1/sagas/{saga_id}/resolve"): token({OPERATOR}, "/v1/sagas/nope/resolve", WHY),
     ("POST", "/v1/sagas/{saga_id}/abort"): token({OPERATOR}, "/v1/sagas/nope/abort", WHY),
     ("POST", "/v1/sagas/{saga_id}/rerun"): token({OPERATOR}, "/v1/sagas/nope/rerun"),
+    ("POST", "/v1/sagas/bulk"): token(
+        {OPERATOR}, "/v1/sagas/bulk", {"act": "abort", "dry_run": True}
+    ),
     ("GET", "/v1/sagas/{saga_id}/events"): token(READERS, "/v1/sagas/nope/events"),
     ("GET", "/v1/report"): token({OPERATOR, VIEWER}, "/v1/report"),
     ("GET", "/v1/workers"): token(READERS, "/v1/workers"),
@@ -153,6 +156,9 @@ TABLE: dict[tuple[str, str], Row] = {
     ("GET", "/ui/sagas/{saga_id}/live"): page(READERS, Call("/ui/sagas/nope/live")),
     ("POST", "/ui/sagas/{saga_id}/abort"): page({OPERATOR}, Call("/ui/sagas/nope/abort", WHY)),
     ("POST", "/ui/sagas/{saga_id}/rerun"): page({OPERATOR}, Call("/ui/sagas/nope/rerun", {})),
+    ("POST", "/ui/sagas/bulk"): page(
+        {OPERATOR}, Call("/ui/sagas/bulk", {"act": "abort", "search": "status=running"} | WHY)
+    ),
     ("GET", "/ui/needs-human"): page(READERS, Call("/ui/needs-human")),
     ("POST", "/ui/sagas/{saga_id}/{action}"): page(
         {OPERATOR},

@@ -51,7 +51,8 @@ async def test_an_operator_aborts_a_submitted_saga_from_its_page(
     assert reply.status_code == 303, reply.text
     assert reply.headers["location"] == "/ui/sagas/p1?notice=aborted"
     after = await c.get(reply.headers["location"])
-    assert "Aborted: a worker runs the undos." in after.text
+    assert 'role="status">Aborted.</p>' in after.text  # no worker is alive to run the undos
+    assert 'id="no-worker"' in after.text
     assert "&lt;b&gt;duplicate&lt;/b&gt;" in after.text
     assert "<b>duplicate" not in after.text
     assert ABORT.format("p1") not in after.text  # compensating: nothing more to abort

@@ -23,6 +23,7 @@ POWER = {
     "resume": "resume",
     "abort": "abort",
     "rerun": "re-run",
+    "bulk": "many sagas at once",
     "events": "event log",
     "workers": "workers view",
     "report": "report",

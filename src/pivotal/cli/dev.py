@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 import typer
 
+from pivotal import worker_wait
 from pivotal.cli._shared import JsonFlag, Settings, brief, check_ledger, settings_of
 from pivotal.errors import AppLoadError, InvalidInput, PivotalError
 from pivotal.store import open_store, sqlite_path
@@ -130,7 +131,7 @@ def dev(
         say("dev_api", f"API at {url} (OpenAPI at {url}/openapi.json); Ctrl-C stops everything.")
         seen = _snapshot(files)
         while True:
-            seen = _wait_for_change(say, files, seen, children)
+            seen = _wait_for_change(say, files, seen, children, base)
             if (problem := _loads(base)) is not None:
                 say("dev_kept", f"the app does not load: {problem}; dev keeps the last good app")
                 continue
@@ -218,6 +219,7 @@ def _wait_for_change(
     files: list[Path],
     seen: dict[Path, tuple[int, int]],
     children: Sequence[subprocess.Popen[bytes]] = (),
+    base: Sequence[str] = (),
 ) -> dict[Path, tuple[int, int]]:
     """Wait until the watched files change and stay unchanged for a moment (an editor's
     save is often more than one write); say when a child stops by itself meanwhile."""
@@ -230,11 +232,50 @@ def _wait_for_change(
                 name = "the server" if "serve" in child.args else "the worker"  # type: ignore[operator]
                 code = child.returncode
                 say("dev_child_exited", f"{name} exited ({code}): restarted on change", code=code)
+                if name == "the worker" and base:
+                    worker_gone(say, base, child.pid)
         now = _snapshot(files)
         if now != seen:
             time.sleep(POLL)
             if _snapshot(files) == now:
                 return now
+
+
+def worker_gone(say: Say, base: Sequence[str], pid: int) -> None:
+    """Said when dev's worker (process ``pid``) exited by itself: whether another worker is
+    alive over the ledger (by its heartbeats, on the ledger's clock), else what to run."""
+    from pivotal.worker import default_name  # the name dev's worker had
+
+    ours = default_name(pid)
+    others = [name for name in _alive(base[1]) if name != ours]
+    if others:
+        say("dev_worker_elsewhere", f"a worker still runs over this ledger: {', '.join(others)}")
+        return
+    run = " ".join(["pivotal", base[0], Settings(base[1]).ledger, *base[2:], "worker"])
+    say(
+        "dev_no_worker",
+        "no worker is alive over this ledger: submitted and approved sagas, and retries "
+        f"and dead letters that fall due, wait for one; save a file of the app, or run `{run}`",
+        run=run,
+    )
+
+
+def _alive(db: str) -> list[str]:
+    """The workers alive over the ledger at ``db`` now, on its clock (none: no ledger)."""
+
+    async def read() -> list[str]:
+        try:
+            store = open_store(db, create=False)
+            await store.open()
+        except PivotalError:
+            return []
+        try:
+            now = await store.ledger_time()
+            return worker_wait.alive(await store.list_workers(now, worker_wait.WORKERS_READ), now)
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
 
 
 def _pivotal(args: list[str], **options: Any) -> subprocess.Popen[bytes]:

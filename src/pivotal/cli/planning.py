@@ -32,7 +32,7 @@ from pivotal.cli._shared import (
 )
 from pivotal.plan import parse_plan
 from pivotal.planning.base import PlanRequest, Scalar
-from pivotal.planning.errors import EscalationNotFound, RequestInvalid
+from pivotal.planning.errors import EscalationNotFound, RequestInvalid, RunNotFound
 from pivotal.planning.escalations import resolve_escalation
 from pivotal.planning.ledger import planning_ledger
 from pivotal.planning.loop import DEFAULT_MAX_REPLANS, plan_and_submit, propose_plan
@@ -365,6 +365,30 @@ def shadow_report_command(
             return shadow_report(runs, chosen)
 
     _print_report(run(work()), as_json, wide=wide)
+
+
+@shadow.command("show")
+def shadow_show(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="A run id from shadow report.")],
+    as_json: JsonFlag = False,
+    wide: WideFlag = False,
+) -> None:
+    """One shadow run: the request, and every attempt with its plan and the messages."""
+
+    async def work() -> PlanningRun:
+        async with reading(settings_of(ctx)) as store:
+            found = await planning_ledger(store).run(run_id)
+            if found is None or found.mode is not PlanningMode.SHADOW:
+                listed = "pivotal shadow report lists them"
+                raise RunNotFound(f"no shadow run {brief(run_id)} ({listed})")
+            return found
+
+    found = run(work())
+    if as_json:
+        dump(found.model_dump(mode="json"))
+    else:
+        show(run_view(found), wide=wide)
 
 
 def _print_report(report: ShadowReport, as_json: bool, *, wide: bool) -> None:

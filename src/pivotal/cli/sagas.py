@@ -4,7 +4,6 @@ a person; abort one before its pivot; run a compensated one's plan again."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Annotated, Any
@@ -15,11 +14,34 @@ from rich.live import Live
 from rich.text import Text
 
 from pivotal import progress as live_progress
-from pivotal import render, saga_actions
+from pivotal import render, saga_actions, worker_wait
+from pivotal.cli import _watch as watch
+from pivotal.cli import bulk
+from pivotal.cli._filters import (
+    About,
+    ActorId,
+    ActorType,
+    CatalogueName,
+    CreatedSince,
+    CreatedUntil,
+    FailedStep,
+    Model,
+    OnBehalfOf,
+    Order,
+    PromptVersion,
+    ReasonHolds,
+    RunId,
+    Sort,
+    SourceDocumentId,
+    Status,
+    UpdatedSince,
+    UpdatedUntil,
+)
 from pivotal.cli._shared import (
     JsonFlag,
     Limit,
     SagaId,
+    Settings,
     Who,
     Why,
     WideFlag,
@@ -37,7 +59,7 @@ from pivotal.cli._shared import (
     writing,
 )
 from pivotal.errors import SagaNotFound
-from pivotal.state import Event, SagaState, SagaStatus
+from pivotal.state import Event, SagaState
 from pivotal.store import Store, StoredSaga, count_rows
 from pivotal.store.search import MAX_LIMIT as MAX_SEARCH
 from pivotal.store.search import InvalidFilter, SagaFilter
@@ -45,68 +67,36 @@ from pivotal.terminal import printable
 
 sagas = new_group(
     "Inspect sagas; resume or resolve one that waits for a person; abort one before its "
-    "pivot; run a compensated plan again."
+    "pivot; run a compensated plan again; act on every saga a search selects."
 )
 
 
 def register(cli: typer.Typer) -> None:
+    sagas.command("bulk")(bulk.sagas_bulk)
     cli.add_typer(sagas, name="sagas")
-
-
-_WHEN = "a duration back from now (7d, 24h, 30m) or an ISO date or date-time (UTC unless given)"
 
 
 @sagas.command("list")
 def sagas_list(
     ctx: typer.Context,
-    status: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="STATUS",
-            help="Only these statuses (repeat it, or separate by commas): "
-            + ", ".join(s.value for s in SagaStatus)
-            + ".",
-        ),
-    ] = None,
-    catalogue: Annotated[str | None, typer.Option(help="Only this catalogue.")] = None,
-    created_since: Annotated[
-        str | None, typer.Option(help=f"Created at or after: {_WHEN}.")
-    ] = None,
-    created_until: Annotated[
-        str | None, typer.Option(help="Created at or before (as --created-since).")
-    ] = None,
-    updated_since: Annotated[
-        str | None, typer.Option(help="Last changed at or after (as --created-since).")
-    ] = None,
-    updated_until: Annotated[
-        str | None, typer.Option(help="Last changed at or before (as --created-since).")
-    ] = None,
-    actor_type: Annotated[
-        str | None, typer.Option(help="Proposed by an agent, human or system.")
-    ] = None,
-    actor_id: Annotated[str | None, typer.Option(help="Proposed by this actor.")] = None,
-    model: Annotated[str | None, typer.Option(help="Planned by this model.")] = None,
-    run_id: Annotated[str | None, typer.Option(help="From this planning run.")] = None,
-    prompt_version: Annotated[
-        str | None, typer.Option(help="Planned with this prompt version.")
-    ] = None,
-    on_behalf_of: Annotated[str | None, typer.Option(help="Proposed for this person.")] = None,
-    source_document_id: Annotated[
-        str | None, typer.Option(help="Planned from this source document.")
-    ] = None,
-    failed_step: Annotated[str | None, typer.Option(help="Whose step of this name failed.")] = None,
-    reason: Annotated[
-        str | None, typer.Option(help="Whose reason holds this text (any case).")
-    ] = None,
-    about: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="NAME=VALUE",
-            help="Whose plan names this argument value, e.g. order_id=4471 (repeat: all).",
-        ),
-    ] = None,
-    sort: Annotated[str, typer.Option(help="By created or updated time.")] = "created",
-    order: Annotated[str, typer.Option(help="desc (newest first) or asc.")] = "desc",
+    status: Status = None,
+    catalogue: CatalogueName = None,
+    created_since: CreatedSince = None,
+    created_until: CreatedUntil = None,
+    updated_since: UpdatedSince = None,
+    updated_until: UpdatedUntil = None,
+    actor_type: ActorType = None,
+    actor_id: ActorId = None,
+    model: Model = None,
+    run_id: RunId = None,
+    prompt_version: PromptVersion = None,
+    on_behalf_of: OnBehalfOf = None,
+    source_document_id: SourceDocumentId = None,
+    failed_step: FailedStep = None,
+    reason: ReasonHolds = None,
+    about: About = None,
+    sort: Sort = "created",
+    order: Order = "desc",
     cursor: Annotated[
         str | None,
         typer.Option(help="Start after the page this cursor ended (its next_cursor)."),
@@ -173,64 +163,108 @@ def sagas_show(
         typer.Option(
             "--watch",
             help="Show it again every 2 seconds, with the progress of long work, until it "
-            "comes to rest (Ctrl-C stops watching; the saga goes on).",
+            "comes to rest (Ctrl-C stops watching; the saga goes on); into a pipe or a file, "
+            "each change as a line.",
         ),
     ] = False,
 ) -> None:
-    """Status, steps, events and provenance of one saga; a call in progress shows what it
-    last reported (ctx.progress), how long it has run and the worker holding it."""
+    """Status, steps, events and provenance of one saga; each call shows where it stands
+    (in flight, in doubt until a time, or ended unrecorded) and what it last reported
+    (ctx.progress); a saga that waits for a worker while none is alive says what to run."""
     if watch and as_json:
         raise typer.BadParameter("--watch shows a table: use one or the other", param_hint="--json")
 
+    settings = settings_of(ctx)
+
     async def work() -> Shown:
-        async with reading(settings_of(ctx)) as store:
-            return await read_saga(store, saga_id)
+        async with reading(settings) as store:
+            return await read_saga(store, saga_id, worker_command(settings))
 
     if watch:
         try:
-            run(watch_saga(ctx, saga_id, verbose=verbose))
+            run(watch_saga(settings, saga_id, verbose=verbose))
         except KeyboardInterrupt:
             err.print(Text(printable(f"stopped watching {saga_id}; the saga goes on")))
         return
-    stored, events, progress, now = run(work())
+    stored, events, progress, waiting, now = run(work())
     print_saga(
-        stored, events, as_json=as_json, wide=wide, verbose=verbose, progress=progress, now=now
+        stored,
+        events,
+        as_json=as_json,
+        wide=wide,
+        verbose=verbose,
+        progress=progress,
+        waiting=waiting,
+        now=now,
     )
 
 
-# the saga, its events, the reports of its calls in progress, the ledger's time
-Shown = tuple[StoredSaga, list[Event], dict[int, live_progress.Shown], float]
+# the saga, its events, the reports of its calls, what it says when it waits for a worker
+# while none is alive, and the ledger's time (what tells an overdue retry)
+Shown = tuple[StoredSaga, list[Event], dict[int, live_progress.Shown], str | None, float]
 WATCH_EVERY = 2.0  # seconds between two looks of ``sagas show --watch``
 
 
-async def read_saga(store: Store, saga_id: str) -> Shown:
-    """The saga, its events (both as people see them: ``saga_actions.shown``), the
-    reports of its calls in progress and the ledger's time (what tells an overdue retry)."""
+def worker_command(settings: Settings) -> str:
+    """The command that starts a worker over the ledger these options name."""
+    app = f" --app {brief(settings.app)}" if settings.app else " --app module:attribute"
+    if settings.example_app:
+        app = " --example-app"
+    return f"pivotal --db {settings.ledger}{app} worker"
+
+
+async def read_saga(store: Store, saga_id: str, run: str = worker_wait.RUN) -> Shown:
+    """The saga, its events (both as people see them: ``saga_actions.shown``), where its
+    calls stand, and what it says when it waits for a worker while none is alive (``run``:
+    the command that starts one), all at the ledger's time."""
     stored = await store.load(saga_id)
     if stored is None:
         raise SagaNotFound(f"no saga {saga_id!r}")
-    progress = await live_progress.live(store, stored.state, time.time())
-    stored, events = saga_actions.shown(stored, await store.events(saga_id))
-    return stored, events, progress, await store.ledger_time()
+    now = await store.ledger_time()
+    progress = await live_progress.live(store, stored.state, now)
+    reason = await worker_wait.waiting(store, stored.state, now)
+    waiting = None if reason is None else worker_wait.sentence(reason, run)
+    return *saga_actions.shown(stored, await store.events(saga_id)), progress, waiting, now
 
 
-async def watch_saga(ctx: typer.Context, saga_id: str, *, verbose: bool) -> None:
-    """``sagas show --watch``: the view redrawn in place until the saga is at rest."""
-    async with reading(settings_of(ctx)) as store:
-        stored, events, progress, now = await read_saga(store, saga_id)
-        with Live(console=out, auto_refresh=False) as shown:
+async def watch_saga(settings: Settings, saga_id: str, *, verbose: bool) -> None:
+    """``sagas show --watch``: the view redrawn in place until the saga is at rest; where
+    the output is no terminal (a pipe, a file), the view once, then each change as a line."""
+    run_worker = worker_command(settings)
+    async with reading(settings) as store:
+        shown = await read_saga(store, saga_id, run_worker)
+        if not out.is_terminal:
+            await _watch_lines(store, shown, run_worker, verbose=verbose)
+            return
+        with Live(console=out, auto_refresh=False) as live:
             while True:
-                shown.update(saga_view(stored, events, verbose, progress, now), refresh=True)
+                stored, events, progress, waiting, now = shown
+                view = saga_view(stored, events, verbose, progress, waiting, now, fold=True)
+                live.update(view, refresh=True)
                 if stored.state.status.terminal:
                     return
                 await asyncio.sleep(WATCH_EVERY)
-                stored, events, progress, now = await read_saga(store, saga_id)
+                shown = await read_saga(store, saga_id, run_worker)
+
+
+async def _watch_lines(store: Store, shown: Shown, run_worker: str, *, verbose: bool) -> None:
+    stored, events, progress, waiting, now = shown
+    out.print(saga_view(stored, events, verbose, progress, waiting, now))
+    seen = watch.lines(stored.state, progress, waiting)
+    while not stored.state.status.terminal:
+        await asyncio.sleep(WATCH_EVERY)
+        stored, _, progress, waiting, _ = await read_saga(store, stored.state.saga_id, run_worker)
+        lines = watch.lines(stored.state, progress, waiting)
+        for line in watch.changed(seen, lines):
+            out.print(Text(printable(line)), soft_wrap=True)
+        seen = lines
 
 
 def saga_json(
     stored: StoredSaga,
     events: list[Event],
     progress: Mapping[int, live_progress.Shown] | None = None,
+    waiting: str | None = None,
 ) -> dict[str, Any]:
     state = stored.state
     return {
@@ -247,6 +281,7 @@ def saga_json(
         "approval": asdict(state.approval) if state.approval else None,
         "steps": [asdict(r) for r in state.steps],
         "progress": live_progress.as_json(progress or {}),
+        "no_worker": waiting,
         "events": [asdict(e) | {"type": e.type.value} for e in events],
     }
 
@@ -256,7 +291,10 @@ def saga_view(
     events: list[Event],
     verbose: bool,
     progress: Mapping[int, live_progress.Shown] | None,
+    waiting: str | None = None,
     now: float | None = None,
+    *,
+    fold: bool = False,
 ) -> Group:
     plan = stored.plan
     return render.saga_view(
@@ -267,6 +305,8 @@ def saga_view(
         last_error=stored.last_error,
         verbose=verbose,
         progress=progress,
+        waiting=waiting,
+        fold=fold,
         now=now,
     )
 
@@ -279,12 +319,13 @@ def print_saga(
     wide: bool = False,
     verbose: bool = False,
     progress: Mapping[int, live_progress.Shown] | None = None,
+    waiting: str | None = None,
     now: float | None = None,
 ) -> None:
     if as_json:
-        dump(saga_json(stored, events, progress))
+        dump(saga_json(stored, events, progress, waiting))
         return
-    show(saga_view(stored, events, verbose, progress, now), wide=wide)
+    show(saga_view(stored, events, verbose, progress, waiting, now), wide=wide)
 
 
 @sagas.command("resume")

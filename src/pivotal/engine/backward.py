@@ -12,8 +12,9 @@ from pivotal.engine.calls import Abandoned
 from pivotal.engine.forward import Forward, _open, _repeatable
 from pivotal.engine.machine import MAY_HAVE_LANDED, Do, End, Facts, Phase, Tick, decide, may_start
 from pivotal.engine.values import _note, _outcome_name, describe, jsonable
-from pivotal.holds import lapsed_since, moment
+from pivotal.holds import lapsed_since
 from pivotal.hooks import Point
+from pivotal.moments import moment
 from pivotal.retry import Outcome, classify
 from pivotal.state import EventType, SagaState, SagaStatus, StepStatus, UndoStatus
 from pivotal.tracebacks import from_exception

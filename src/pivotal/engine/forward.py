@@ -13,8 +13,8 @@ from pivotal.engine.calls import Abandoned, Calls, Cancelled
 from pivotal.engine.journal import Suspended
 from pivotal.engine.machine import MAY_HAVE_LANDED, Do, End, Facts, Found, Phase, decide, may_start
 from pivotal.engine.values import _outcome_name, describe, jsonable
-from pivotal.holds import moment
 from pivotal.hooks import Point
+from pivotal.moments import moment
 from pivotal.outbox import ANNOUNCE_FAILED, checked_announcements
 from pivotal.retry import Outcome, RetryPolicy, classify
 from pivotal.state import EventType, StepStatus

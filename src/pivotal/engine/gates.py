@@ -17,7 +17,8 @@ from pivotal.exposure import (
     reserved_by_others,
     subject_kind,
 )
-from pivotal.holds import cover, expiry_cause, moment
+from pivotal.holds import cover, expiry_cause
+from pivotal.moments import moment
 from pivotal.plan import ActorType
 from pivotal.policy import DAY, ApprovalRequirement, Window
 from pivotal.state import ApprovalStatus, EventType, SagaState, StepStatus

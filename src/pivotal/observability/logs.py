@@ -16,14 +16,16 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import IO, Any
 
+from pivotal import saga_ids
+from pivotal.moments import age
 from pivotal.redaction import redact
-from pivotal.state import SagaState
+from pivotal.state import Event, SagaState
 from pivotal.telemetry import Call, Telemetry
 from pivotal.terminal import printable
 
@@ -93,9 +95,31 @@ def saga_fields(saga_id: str, step: str | None = None, key: str | None = None) -
         yield
 
 
+_rest = logging.getLogger("pivotal.sagas")
+
+
 class LogFields(Telemetry):
     """The engine observer that sets the fields: the saga during a pass, and the step, its
-    idempotency key and attempt during a call."""
+    idempotency key and attempt during a call (so that a step's own log records carry the
+    attempt they belong to). It also writes one line per saga that comes to rest: its id,
+    outcome and how long it took from submission, on the ledger's clock."""
+
+    def committed(
+        self, before: SagaState | None, after: SagaState, events: Sequence[Event]
+    ) -> None:
+        if not after.status.terminal or (before is not None and before.status.terminal):
+            return
+        took = max(0.0, (events[-1].at if events else after.updated_at) - after.created_at)
+        _rest.info(
+            "saga %s came to rest: %s after %s",
+            after.saga_id,
+            after.status.value,
+            age(took),
+            extra={
+                "saga_id": after.saga_id,
+                "fields": {"outcome": after.status.value, "duration_seconds": round(took, 3)},
+            },
+        )
 
     @contextlib.contextmanager
     def saga_pass(self, state: SagaState, owner: str) -> Iterator[None]:
@@ -214,7 +238,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # Paths that name a saga: /[api/]v1/sagas/{id}…, /[api/]v1/approvals/{id}…, /ui/sagas/{id}…
 # and /ui/approvals/{id}…
 _SAGA_PARENTS = (("v1", "sagas"), ("v1", "approvals"), ("ui", "sagas"), ("ui", "approvals"))
-MAX_SAGA_ID = 128
 
 
 def saga_in_path(path: str) -> str | None:
@@ -225,7 +248,7 @@ def saga_in_path(path: str) -> str | None:
     if len(parts) < 3 or (parts[0], parts[1]) not in _SAGA_PARENTS:
         return None
     found = parts[2]
-    return found if len(found) <= MAX_SAGA_ID and found.isprintable() else None
+    return found if saga_ids.pattern().match(found) else None
 
 
 class RequestLog:

@@ -73,3 +73,9 @@ class RequestInvalid(InvalidInput):
     """A planning request is malformed; nothing was planned or recorded."""
 
     code = "request_invalid"
+
+
+class RunNotFound(PivotalError):
+    """No planning run with this id (of the kind asked for)."""
+
+    code = "run_not_found"

@@ -93,9 +93,23 @@ async def run_shadow(
 
 @dataclass(frozen=True, slots=True)
 class Reason:
+    """Errors of one code at one step, with the first message that said it (the
+    validator's, or the planner's own words when it gave nothing usable)."""
+
     code: str
     step: str | None
     count: int
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Unaccepted:
+    """A request the planner did not get a valid plan for: its run (``shadow show RUN``
+    reads it whole), how many attempts, and the last attempt's first message."""
+
+    run_id: str
+    attempts: int
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +122,7 @@ class ShadowReport:
     first_try: int  # accepted on the first attempt
     attempts: int
     reasons: tuple[Reason, ...]  # every error of every failed attempt, grouped
+    unaccepted: tuple[Unaccepted, ...] = ()  # the runs without a valid plan, in order
 
     @property
     def acceptance_rate(self) -> float:
@@ -125,7 +140,14 @@ class ShadowReport:
             "first_try": self.first_try,
             "acceptance_rate": round(self.acceptance_rate, 4),
             "mean_attempts": round(self.mean_attempts, 4),
-            "reasons": [{"code": r.code, "step": r.step, "count": r.count} for r in self.reasons],
+            "reasons": [
+                {"code": r.code, "step": r.step, "count": r.count, "message": r.message}
+                for r in self.reasons
+            ],
+            "unaccepted": [
+                {"run_id": u.run_id, "attempts": u.attempts, "message": u.message}
+                for u in self.unaccepted
+            ],
         }
 
 
@@ -133,10 +155,12 @@ def shadow_report(runs: Iterable[PlanningRun], batch_id: str | None = None) -> S
     """Acceptance rate, mean attempts, and rejection reasons by error code and step name."""
     runs = list(runs)
     reasons: Counter[tuple[str, str | None]] = Counter()
+    said: dict[tuple[str, str | None], str] = {}
     for run in runs:
         for attempt in run.attempts:
             for error in attempt.errors:
                 reasons[(error.code, error.step)] += 1
+                said.setdefault((error.code, error.step), error.message)
     ordered = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or ""))
     return ShadowReport(
         batch_id=batch_id,
@@ -144,5 +168,14 @@ def shadow_report(runs: Iterable[PlanningRun], batch_id: str | None = None) -> S
         accepted=sum(r.accepted for r in runs),
         first_try=sum(r.accepted and len(r.attempts) == 1 for r in runs),
         attempts=sum(len(r.attempts) for r in runs),
-        reasons=tuple(Reason(code, step, n) for (code, step), n in ordered),
+        reasons=tuple(Reason(code, step, n, said[code, step]) for (code, step), n in ordered),
+        unaccepted=tuple(
+            Unaccepted(r.run_id, len(r.attempts), _last_message(r)) for r in runs if not r.accepted
+        ),
     )
+
+
+def _last_message(run: PlanningRun) -> str:
+    """What the run's last attempt was told first (empty when it was told nothing)."""
+    last = run.attempts[-1] if run.attempts else None
+    return last.errors[0].message if last is not None and last.errors else ""

@@ -150,6 +150,9 @@ def escalation_view(e: Escalation) -> Group:
     )
 
 
+SHOWN_UNACCEPTED = 20  # runs without a valid plan a report lists as text
+
+
 def shadow_report_view(report: ShadowReport) -> Group:
     head = Table.grid(padding=(0, 2))
     head.add_row("batch", _plain(report.batch_id or "(all)"))
@@ -162,6 +165,22 @@ def shadow_report_view(report: ShadowReport) -> Group:
     reasons = FittedTable(title="rejection reasons", title_justify="left", header_style="dim")
     for col, role in (("error code", "id"), ("step", "id"), ("count", "fixed")):
         reasons.column(col, role)  # type: ignore[arg-type]
+    reasons.column("first message")
     for r in report.reasons:
-        reasons.add_row(_plain(r.code), _plain(r.step or "-"), str(r.count))
-    return Group(Panel(head, expand=False), reasons)
+        reasons.add_row(_plain(r.code), _plain(r.step or "-"), str(r.count), _plain(r.message))
+    runs = FittedTable(
+        title="requests without a valid plan (pivotal shadow show RUN)",
+        title_justify="left",
+        header_style="dim",
+    )
+    for col, role in (("run", "id"), ("attempts", "fixed"), ("last message", "text")):
+        runs.column(col, role)  # type: ignore[arg-type]
+    for u in report.unaccepted[:SHOWN_UNACCEPTED]:
+        runs.add_row(_plain(u.run_id), str(u.attempts), _plain(u.message))
+    parts: list[RenderableType] = [Panel(head, expand=False), reasons]
+    if report.unaccepted:
+        parts.append(runs)
+    if len(report.unaccepted) > SHOWN_UNACCEPTED:
+        more = len(report.unaccepted) - SHOWN_UNACCEPTED
+        parts.append(Text(f"... and {more} more (--json lists them all)", style="dim"))
+    return Group(*parts)

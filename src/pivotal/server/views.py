@@ -25,10 +25,14 @@ def outcome(state: SagaState) -> dict[str, Any]:
 
 
 def saga(
-    stored: StoredSaga, events: list[Event], progress: Mapping[int, Shown] | None = None
+    stored: StoredSaga,
+    events: list[Event],
+    progress: Mapping[int, Shown] | None = None,
+    no_worker: str | None = None,
 ) -> dict[str, Any]:
-    """Status, steps, the events timeline and provenance of one saga; ``progress``: the
-    reports of its calls in progress (``pivotal.progress.live``)."""
+    """Status, steps, the events timeline and provenance of one saga; ``progress``: where
+    its calls stand (``pivotal.progress.live``); ``no_worker``: why it waits for a worker
+    while none is alive (``pivotal.worker_wait.waiting``)."""
     state = stored.state
     return outcome(state) | {
         "catalogue": state.catalogue,
@@ -41,6 +45,7 @@ def saga(
         "plan": stored.plan.model_dump(mode="json"),
         "steps": [asdict(r) for r in state.steps],
         "progress": as_json(progress or {}),
+        "no_worker": no_worker,
         "events": [asdict(e) | {"type": e.type.value} for e in events],
     }
 
@@ -85,8 +90,15 @@ class SagaView(Outcome):
     plan: dict[str, Any]
     steps: list[dict[str, Any]]
     progress: dict[str, dict[str, Any]] = Field(
-        description="By step index, what each call in progress last reported (ctx.progress), "
-        "with its attempt, when it began (since) and reported (at), and a line to show."
+        description="By step index, where each call stands on the ledger's clock (state: "
+        "in_flight, in_doubt until a time, or ended_unrecorded), what it last reported "
+        "(ctx.progress) with its attempt, when it began (since) and reported (at), and a "
+        "line to show."
+    )
+    no_worker: str | None = Field(
+        default=None,
+        description="Why the saga waits for a worker while none is alive (null: a worker is "
+        "alive, or it waits for none).",
     )
     events: list[dict[str, Any]]
 

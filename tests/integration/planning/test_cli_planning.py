@@ -140,7 +140,24 @@ def test_shadow_run_and_report(tmp_path) -> None:
     report = as_json(out)
     assert report["batch_id"] == "b1"
     assert (report["requests"], report["accepted"], report["mean_attempts"]) == (2, 1, 1.0)
-    assert report["reasons"] == [{"code": "no_rule_matched", "step": None, "count": 1}]
+    [reason] = report["reasons"]
+    assert (reason["code"], reason["step"], reason["count"]) == ("no_rule_matched", None, 1)
+    # the planner's own words are kept, and the run they came from can be read whole
+    assert reason["message"]
+    [unaccepted] = report["unaccepted"]
+    assert (unaccepted["attempts"], unaccepted["message"]) == (1, reason["message"])
+    code, out, _ = pivotal(tmp_path, "shadow", "report")
+    assert reason["message"][:30] in " ".join(out.split())
+    assert unaccepted["run_id"] in out
+    code, out, err = pivotal(tmp_path, "shadow", "show", unaccepted["run_id"])
+    assert code == 0, err
+    assert "credit me 500" in out
+    assert reason["message"][:30] in " ".join(out.split())
+    code, out, _ = pivotal(tmp_path, "shadow", "show", unaccepted["run_id"], "--json")
+    assert as_json(out)["run_id"] == unaccepted["run_id"]
+    code, _, err = pivotal(tmp_path, "shadow", "show", "run-nope")
+    assert code == 2
+    assert "error [run_not_found]: no shadow run run-nope" in err
 
     code, out, _ = pivotal(tmp_path, "sagas", "list", "--json")
     assert as_json(out) == []  # shadow mode executes nothing

@@ -2,17 +2,18 @@
 
 ``router`` serves ``/ui``: a bearer token is exchanged for a session cookie at
 ``/ui/login``; approvers decide pivots, operators settle dead letters and needs_human
-sagas, viewers read. ``routes`` has most pages; ``workers`` the workers page. Imported only
-by ``pivotal.server``."""
+sagas, viewers read. ``routes`` has most pages; ``workers`` the workers page; ``bulk`` an
+act on every saga a search selects. Imported only by ``pivotal.server``."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-from pivotal.server.pages import routes, workers
+from pivotal.server.pages import bulk, routes, workers
 
 router = APIRouter()
 router.include_router(routes.router)
 router.include_router(workers.router)
+router.include_router(bulk.router)
 
 __all__ = ["router"]

@@ -5,7 +5,6 @@ CSRF-checked."""
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -17,7 +16,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from pivotal import approval_view, saga_actions
+from pivotal import approval_view, bulk, saga_actions, saga_ids, worker_wait
 from pivotal import progress as live_progress
 from pivotal.errors import (
     ApprovalError,
@@ -247,7 +246,12 @@ def _rollouts(ctx: Context) -> list[tuple[str, str]]:
 
 
 async def _detail(
-    request: Request, who: Viewer, saga_id: str, status: int = 200, stale: str = ""
+    request: Request,
+    who: Viewer,
+    saga_id: str,
+    status: int = 200,
+    stale: str = "",
+    kept: dict[str, str] | None = None,
 ) -> Response:
     ctx = _ctx(request)
     stored = await ctx.store.load(saga_id)
@@ -270,6 +274,7 @@ async def _detail(
         # why this person may not approve, if so
         four_eyes=why_not(who.name, stored, await ctx.store.events(saga_id)),
         stale=stale,
+        kept=kept or {},  # a reason typed for a decision that came too late, by action
     )
 
 
@@ -301,9 +306,30 @@ async def _decide(request: Request, saga_id: str, approve: bool) -> Response:
     except FourEyesError as exc:  # the orchestrator's rule: nothing was decided
         return refused(request, who, 403, f"{exc.message} (four-eyes); nothing was decided.")
     except (VersionConflict, ApprovalError):
-        stale = "The saga changed since you opened it; nothing was decided. It is now:"
-        return await _detail(request, who, saga_id, 409, stale)
+        return await _lost(request, who, saga_id, "approve" if approve else "reject", reason)
     return to(f"/ui/sagas/{saga_id}?notice={'approved' if approve else 'rejected'}")
+
+
+async def _lost(request: Request, who: Viewer, saga_id: str, action: str, reason: str) -> Response:
+    """A decision that came too late (another approver decided, or the saga moved on):
+    nothing was decided, and the reason typed is kept. Once the approval is decided, the
+    approver lands on the saga's page, told who decided it and when; while it still waits
+    (another approver's grant of several needed), on the decision page again, the reason
+    back in its box."""
+    ctx = _ctx(request)
+    stored = await ctx.store.load(saga_id)
+    if stored is not None and stored.state.status is SagaStatus.AWAITING_APPROVAL:
+        stale = "The saga changed since you opened it; nothing was decided. It is now:"
+        return await _detail(request, who, saga_id, 409, stale, kept={action: reason})
+    values = await _saga_values(ctx, saga_id)
+    if stored is None or values is None:
+        return refused(request, who, 404, "There is no such saga.")
+    lost = {
+        "action": action,
+        "decided": views.decided(stored.state, ctx.clock.now()),
+        "reason": reason,
+    }
+    return page(request, "saga.html", 409, who, notice="", lost=lost, **values)
 
 
 @router.post("/approvals/{saga_id}/approve")
@@ -339,6 +365,13 @@ SEARCH_FIELDS = (
 )
 
 
+BULK_ACTS = {
+    bulk.Act.ABORT: "Abort them (before their point of no return)",
+    bulk.Act.RERUN: "Run their plans again (compensated ones)",
+    bulk.Act.RETRY_DEAD_LETTERS: "Retry their dead letters",
+}
+
+
 @router.get("/sagas")
 async def sagas(request: Request) -> Response:
     who = await _who(request, READERS)
@@ -359,6 +392,9 @@ async def sagas(request: Request) -> Response:
         "next_page": None,
         "problem": None,
         "shown": SHOWN,
+        "link": None,  # the search as a link to copy (None: no search was made)
+        "search": "",  # the search as the bulk form carries it
+        "acts": [(a.value, BULK_ACTS[a]) for a in bulk.Act],
     }
     try:
         refuse_unknown(query.keys(), PAGING)
@@ -381,6 +417,10 @@ async def sagas(request: Request) -> Response:
         following = {**wanted.query(), "cursor": found.next_cursor}
         values["next_page"] = "/ui/sagas?" + urlencode(following, doseq=True)
     values["chosen"] = [s.value for s in wanted.status]
+    if wanted.query():  # a search was made: its link, and (for an operator) its acts
+        given_query = [(k, v) for k, v in query.multi_items() if k != "cursor" and v.strip()]
+        values["link"] = "/ui/sagas?" + urlencode(given_query)
+        values["search"] = urlencode(wanted.query(), doseq=True)
     return page(request, "sagas.html", 200, who, **values)
 
 
@@ -392,7 +432,10 @@ async def saga(request: Request, saga_id: str, notice: str = "") -> Response:
     values = await _saga_values(_ctx(request), saga_id)
     if values is None:
         return refused(request, who, 404, "There is no such saga.")
-    return page(request, "saga.html", 200, who, notice=NOTICES.get(notice, ""), **values)
+    said = NOTICES.get(notice, "")
+    if values["no_worker"] and "a worker" in said:  # what was done, not who goes on with it
+        said = said.partition(":")[0] + "."
+    return page(request, "saga.html", 200, who, notice=said, **values)
 
 
 LIVE_PARTS = {"head": "_saga_live_head.html", "body": "_saga_live_body.html"}
@@ -419,10 +462,14 @@ async def _saga_values(ctx: Context, saga_id: str) -> dict[str, Any] | None:
     stored = await ctx.store.load(saga_id)
     if stored is None:
         return None
-    progress = await live_progress.live(ctx.store, stored.state, ctx.clock.now())
+    now = ctx.clock.now()  # the ledger's time
+    progress = await live_progress.live(ctx.store, stored.state, now)
+    no_worker = await worker_wait.waiting(ctx.store, stored.state, now)
     stored, events = saga_actions.shown(stored, await ctx.store.events(saga_id))
     state = stored.state
     return {
+        "no_worker": no_worker,
+        "run_worker": worker_wait.RUN,
         "saga": views.head(stored),
         # overdue by the clock that set the due times: the ledger's (``clock.LedgerClock``)
         "steps": views.steps(stored, events, progress, ctx.orchestrator.clock.now()),
@@ -496,7 +543,7 @@ async def saga_events(request: Request, saga_id: str) -> Response:
         found = await saga_actions.events_of(_ctx(request).store, saga_id)
     except SagaNotFound:
         return refused(request, who, 404, "There is no such saga.")
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", saga_id)[:128]
+    name = saga_ids.as_file_name(saga_id)
     disposition = {"Content-Disposition": f'attachment; filename="{name}.events.json"'}
     body = json.dumps(found, default=str, indent=2)
     return Response(body, media_type="application/json", headers=HEADERS | disposition)

@@ -33,6 +33,21 @@ def waited(seconds: float) -> str:
     return f"{s // 86400}d {s % 86400 // 3600}h"
 
 
+def decided(state: SagaState, now: float) -> str:
+    """Who decided the saga's approval and when, for the approver whose own decision came
+    too late: ``approved by alice at … UTC (2m 05s ago)``; or what the saga is now when
+    nobody decided it (it expired, it was aborted)."""
+    a = state.approval
+    if a is None or a.status is ApprovalStatus.PENDING:
+        return f"the saga is now {state.status.value}"
+    said = a.status.value
+    if a.approver:
+        said += f" by {a.approver}"
+    if a.decided_at is not None:
+        said += f" at {when(a.decided_at)} UTC ({waited(now - a.decided_at)} ago)"
+    return said + (f": {a.note}" if a.note else "")
+
+
 def as_text(value: Any, limit: int = 300) -> str:
     text = value if isinstance(value, str) else render.as_json(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -118,6 +133,7 @@ def steps(
                 "undo_overdue": undo_overdue(r, now),
                 "outcome": as_text(redact(as_text(r.undo_error or r.error or r.result, 4000)), 200),
                 "progress": None if shown is None else shown.text,
+                "call": None if shown is None else shown.state.value,
                 "percent": None
                 if shown is None or shown.fraction is None
                 else round(shown.fraction * 100),

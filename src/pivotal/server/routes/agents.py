@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from pivotal import progress as live_progress
-from pivotal import saga_actions, saga_scope
+from pivotal import saga_actions, saga_scope, worker_wait
 from pivotal.agent_view import SagaView as AgentSagaView
 from pivotal.agent_view import agent_outcome
 from pivotal.errors import PlanRejected, RolloutShadowed, SagaNotFound
@@ -247,5 +247,8 @@ async def show_saga(ctx: Ctx, who: Anyone, saga_id: str) -> dict[str, Any]:
     stored = await ctx.store.load(saga_id)
     if stored is None:
         raise SagaNotFound(f"no saga {saga_id[:200]!r}")
-    progress = await live_progress.live(ctx.store, stored.state, ctx.clock.now())
-    return views.saga(*saga_actions.shown(stored, await ctx.store.events(saga_id)), progress)
+    now = ctx.clock.now()  # the ledger's time
+    progress = await live_progress.live(ctx.store, stored.state, now)
+    waiting = await worker_wait.waiting(ctx.store, stored.state, now)
+    shown, events = saga_actions.shown(stored, await ctx.store.events(saga_id))
+    return views.saga(shown, events, progress, waiting)

@@ -4,13 +4,14 @@ plan again, read its event log). Everything is recorded; workers do the running.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from pivotal import saga_actions
+from pivotal import bulk, saga_actions, saga_ids
 from pivotal.errors import RolloutRefused, RolloutShadowed
 from pivotal.principals import Role
 from pivotal.server import views
@@ -19,6 +20,7 @@ from pivotal.server.context import Context, context
 from pivotal.server.errors import AUTHED, DeadLetterNotFound, error_body, responses, status_of
 from pivotal.server.limits import Page, page
 from pivotal.store.planning_records import EscalationStatus
+from pivotal.store.search import SagaFilter, refuse_unknown
 
 router = APIRouter(prefix="/v1", tags=["operators"], responses=responses(*AUTHED))
 
@@ -37,7 +39,9 @@ class Why(BaseModel):
 
 class Settled(Why):
     saga_id: str | None = Field(
-        default=None, max_length=128, description="The saga a person started to settle it."
+        default=None,
+        max_length=saga_ids.MAX_LENGTH,
+        description="The saga a person started to settle it.",
     )
 
 
@@ -145,6 +149,63 @@ async def resolve(ctx: Ctx, who: Operator, saga_id: str, body: Why) -> dict[str,
     """A person settled a needs_human saga outside Pivotal: it ends resolved."""
     state = await ctx.orchestrator.resolve(saga_id, who.name, body.reason)
     return views.outcome(state)
+
+
+# -- many sagas at once, by a search ---------------------------------------------------------
+
+
+class BulkAsk(BaseModel):
+    """An act on every saga a search selects."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    act: Literal["abort", "rerun", "retry-dead-letters"]
+    filter: dict[str, str | list[str]] = Field(
+        default_factory=dict,
+        description="The filters of GET /v1/sagas, by name (a repeatable one as a list).",
+    )
+    reason: str = Field(default="", max_length=4000, description="Why (an abort needs one).")
+    dry_run: bool = Field(default=False, description="Only say how many sagas and which.")
+
+
+class BulkResult(BaseModel):
+    saga_id: str
+    outcome: Literal["acted", "already", "refused", "not_found"]
+    code: str | None = Field(description="Why it was refused, as the single act says it.")
+    message: str | None
+    rerun: str | None = Field(description="The saga its plan runs again as (rerun).")
+
+
+class BulkDone(BaseModel):
+    act: str
+    dry_run: bool
+    count: int = Field(description="How many sagas the search selected.")
+    saga_ids: list[str] = Field(description="Which, in the search's order.")
+    counts: dict[str, int] = Field(description="How many had each outcome (none on a dry run).")
+    sagas: list[BulkResult]
+
+
+@router.post("/sagas/bulk", response_model=BulkDone, responses=responses(413))
+async def act_on_many(ctx: Ctx, who: Operator, body: BulkAsk) -> dict[str, Any]:
+    """Abort, rerun or retry the dead letters of every saga the filter selects (at most
+    500: more is 422 ``too_many_sagas``, with how many), each through its single act and
+    its rules, in the search's order. Each saga's outcome: ``acted``, ``already`` (done
+    before: never twice), ``refused`` (the single act's code) or ``not_found``. A call
+    interrupted midway is finished by the same call again. ``dry_run``: the count and ids."""
+    chosen = bulk.act_of(body.act)
+    if not body.dry_run:
+        bulk.check(chosen, who.name, body.reason)
+    refuse_unknown(body.filter.keys())
+    wanted = SagaFilter.parse(body.filter, ctx.clock.now())
+    saga_ids = await bulk.select(ctx.store, wanted)
+    done = {"act": chosen.value, "dry_run": body.dry_run, "count": len(saga_ids)}
+    if body.dry_run:
+        return done | {"saga_ids": saga_ids, "counts": {}, "sagas": []}
+    results = await bulk.act(
+        ctx.orchestrator, chosen, saga_ids, who.name, body.reason, wanted=wanted
+    )
+    rows = [asdict(r) for r in results]
+    return done | {"saga_ids": saga_ids, "counts": bulk.counts(results), "sagas": rows}
 
 
 # -- any saga: abort, run again, its events -----------------------------------------------
