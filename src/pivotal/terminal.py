@@ -80,6 +80,11 @@ class SafeConsole(Console):
         kwargs.setdefault("highlight", False)
         kwargs.setdefault("emoji", False)
         super().__init__(*args, **kwargs)
+        if kwargs.get("width") is None:
+            # Rich fixes the width from COLUMNS once, when the console is made (at import,
+            # for the CLI's); without one given, follow COLUMNS and the terminal as they are
+            # at each print instead
+            self._width = None
 
     def render_str(self, text: str, **options: Any) -> Text:
         """A string printed as it is (``print("...")``, a table's plain cell, a title): on

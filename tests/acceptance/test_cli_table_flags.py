@@ -26,6 +26,7 @@ TABLES = {  # the commands that print a table, or a view made of tables
     "escalations show",
     "shadow run",
     "shadow report",
+    "shadow show",
     "plan",
     "execute",
 }
