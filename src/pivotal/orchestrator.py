@@ -42,6 +42,7 @@ from pivotal.exposure import (
     reserved_by_others,
     subject_kind,
 )
+from pivotal.fork import Edit, fork_id, fork_plan
 from pivotal.holds import expiry_cause
 from pivotal.hooks import Hook
 from pivotal.identity import identity_of
@@ -826,6 +827,58 @@ class Orchestrator:
             return await self.submit(plan, saga_id=again)
         except SagaConflict:  # another person's rerun was recorded meanwhile
             return (await self.get(again)).state
+
+    # -- fork a finished saga with arguments changed --------------------------------------
+
+    async def fork(self, saga_id: str, edits: list[Edit], by: str, reason: str) -> SagaState:
+        """Submit the plan of a finished saga with ``edits`` applied, as a new saga whose
+        provenance points back to it (``forked_from``: who, why, each argument changed),
+        and note on the first saga that it was forked into it (``saga_forked``): through
+        ``submit``, so validation against today's facts, the rollout and the approval
+        policy apply again, and four-eyes counts the one who forked it. Nothing runs here.
+        The same request again (same saga, edits and person) returns the same fork
+        (``fork.fork_id``); other edits make another. ``SagaNotForkable`` with
+        ``fork.refusal``'s reason, ``PlanRejected`` for edits that do not validate;
+        nothing is recorded then."""
+        if not canonical_person(by) or not reason.strip():
+            raise InvalidInput("forking a saga needs who asked for it and why")
+        await synced(self.clock)  # times below are the ledger's
+        stored = await self.get(saga_id)
+        catalogue = self.app.catalogue(stored.state.catalogue)
+        plan = fork_plan(stored, edits, by, reason, catalogue, self.clock.now())
+        assert plan.provenance.forked_from is not None
+        new = fork_id(saga_id, list(plan.provenance.forked_from.changes), by)
+        found = await self.store.load(new)
+        if found is None:
+            try:
+                state = await self.submit(plan, saga_id=new)
+            except SagaConflict:  # the same request, recorded meanwhile
+                state = (await self.get(new)).state
+        else:
+            state = found.state
+        await self._note_fork(saga_id, new, by, reason)
+        return state
+
+    async def _note_fork(self, saga_id: str, new: str, by: str, reason: str) -> None:
+        """``saga_forked`` on ``saga_id``, naming the fork ``new``, unless noted already (a
+        retry after a crash between the two writes notes it then)."""
+        forked_from = (await self.get(new)).plan.provenance.forked_from
+        changes = [c.model_dump(mode="json") for c in forked_from.changes] if forked_from else []
+        for _ in range(3):  # a concurrent note moves the version: read it again
+            stored = await self.get(saga_id)
+            events = await self.store.events(saga_id)
+            if any(e.type is EventType.SAGA_FORKED and e.data.get("fork") == new for e in events):
+                return
+            saga_run = self._pass(stored, None)
+            note = saga_run.event(
+                EventType.SAGA_FORKED, fork=new, by=by, why=reason, changes=changes
+            )
+            try:
+                await saga_run.emit(note)
+                return
+            except VersionConflict:
+                continue
+        raise VersionConflict(f"saga {saga_id} kept changing: its fork {new} is not noted on it")
 
 
 def _subjects(catalogue: Catalogue, calls: list[FlatCall]) -> dict[str, dict[str, list[str]]]:

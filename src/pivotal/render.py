@@ -42,6 +42,7 @@ EVENT_STYLE = {
     EventType.SAGA_NEEDS_HUMAN: "bold magenta",
     EventType.SAGA_RESUMED: "cyan",
     EventType.SAGA_RESOLVED: "bold blue",
+    EventType.SAGA_FORKED: "cyan",
     EventType.UNDO_DEAD_LETTERED: "bold red",
     EventType.APPROVAL_REQUESTED: "cyan",
     EventType.APPROVAL_GRANTED: "cyan",
@@ -167,6 +168,8 @@ def _detail(event: Event) -> str:
         return f"by {d.get('approver')}{note}"
     if event.type in (EventType.SAGA_RESUMED, EventType.SAGA_RESOLVED):
         return f"by {d.get('by')}: {d.get('why')}"
+    if event.type is EventType.SAGA_FORKED:
+        return f"into {d.get('fork')} by {d.get('by')}: {d.get('why')}"
     if event.type is EventType.UNDO_SUCCEEDED and d.get("note"):
         return f"note: {d['note']}"
     if event.type is EventType.UNDO_PARTIAL:

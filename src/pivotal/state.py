@@ -87,6 +87,7 @@ class EventType(StrEnum):
     SAGA_NEEDS_HUMAN = "saga_needs_human"
     SAGA_RESUMED = "saga_resumed"  # a person fixed the cause; the saga goes on
     SAGA_RESOLVED = "saga_resolved"  # a person settled it outside; it ends here
+    SAGA_FORKED = "saga_forked"  # its plan, edited, was submitted as a new saga (a note)
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,6 +494,8 @@ def _changes(s: SagaState, event: Event) -> dict[str, Any]:
         }
     if t in _ENDINGS:
         return {"status": _ENDINGS[t], "reason": d.get("reason", s.reason)}
+    if t is EventType.SAGA_FORKED:
+        return {}  # a note on a finished saga: nothing of it changes
     raise ValueError(f"unknown event type {t!r}")
 
 

@@ -36,6 +36,7 @@ EVERY_COMMAND = {
     "sagas resolve": "sagas",
     "sagas abort": "sagas",
     "sagas rerun": "sagas",
+    "sagas fork": "sagas",
     "sagas events": "sagas",
     "approvals list": "approvals",
     "approvals approve": "approvals",

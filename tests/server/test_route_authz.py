@@ -134,6 +134,9 @@ TABLE: dict[tuple[str, str], Row] = {
     ("POST", "/v1/sagas/{saga_id}/resolve"): token({OPERATOR}, "/v1/sagas/nope/resolve", WHY),
     ("POST", "/v1/sagas/{saga_id}/abort"): token({OPERATOR}, "/v1/sagas/nope/abort", WHY),
     ("POST", "/v1/sagas/{saga_id}/rerun"): token({OPERATOR}, "/v1/sagas/nope/rerun"),
+    ("POST", "/v1/sagas/{saga_id}/fork"): token(
+        {OPERATOR}, "/v1/sagas/nope/fork", {"set": {"0.quantity": 1}, "reason": "fewer"}
+    ),
     ("GET", "/v1/sagas/{saga_id}/events"): token(READERS, "/v1/sagas/nope/events"),
     ("GET", "/v1/report"): token({OPERATOR, VIEWER}, "/v1/report"),
     ("GET", "/v1/workers"): token(READERS, "/v1/workers"),

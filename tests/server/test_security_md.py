@@ -23,6 +23,7 @@ POWER = {
     "resume": "resume",
     "abort": "abort",
     "rerun": "re-run",
+    "fork": "fork",
     "events": "event log",
     "workers": "workers view",
     "report": "report",

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pivotal import saga_actions
 from pivotal.errors import RolloutRefused, RolloutShadowed
+from pivotal.fork import Edit, parse_edit
 from pivotal.principals import Role
 from pivotal.server import views
 from pivotal.server.auth import READERS, Principal, allow
@@ -185,6 +186,54 @@ async def rerun(ctx: Ctx, who: Operator, saga_id: str) -> dict[str, Any] | JSONR
         body = error_body(exc.code, exc.message, detail=exc.detail)
         return JSONResponse(body, status_code=status_of(exc))
     return views.outcome(state) | {"rerun_of": saga_id}
+
+
+class ForkRequest(Why):
+    set: dict[str, Any] = Field(
+        min_length=1,
+        max_length=100,
+        description='The arguments to change: ``{"STEP.ARGUMENT": value}``, STEP a '
+        "call's index from 0 or the name of a step the plan calls once; each value as the "
+        "argument takes it (JSON).",
+    )
+
+
+@router.post(
+    "/sagas/{saga_id}/fork",
+    status_code=201,
+    response_model=views.Outcome,
+    responses={
+        202: {"description": "The catalogue's rollout kept the plan in shadow: no saga."},
+        **responses(404, 409, 413, 422),
+    },
+)
+async def fork(
+    ctx: Ctx, who: Operator, saga_id: str, body: ForkRequest
+) -> dict[str, Any] | JSONResponse:
+    """The plan of a finished saga with arguments changed, submitted as a new saga
+    (``provenance.forked_from`` points back, with who, why and each change; the first saga
+    notes ``saga_forked``): validated against today's facts, rolled out and approved anew,
+    and the caller may not approve it. It makes every effect of its plan anew. The same
+    request again answers the same fork. 409 ``saga_not_forkable`` for a saga not finished
+    or with something still able to land; 422 ``plan_rejected`` for edits that do not
+    validate, nothing recorded."""
+    edits = [Edit(*_target(key), value) for key, value in body.set.items()]
+    try:
+        state = await ctx.orchestrator.fork(saga_id, edits, who.name, body.reason)
+    except RolloutShadowed as exc:  # as POST /v1/sagas answers it, and why, for a person
+        shadow = {"shadowed": True, "code": exc.code, "run_id": exc.run_id}
+        told = {"message": exc.message, "detail": exc.detail}
+        return JSONResponse(shadow | told, status_code=202)
+    except RolloutRefused as exc:
+        refused = error_body(exc.code, exc.message, detail=exc.detail)
+        return JSONResponse(refused, status_code=status_of(exc))
+    return views.outcome(state) | {"forked_from": saga_id}
+
+
+def _target(key: str) -> tuple[str, str]:
+    """``STEP.ARGUMENT`` as its two parts (``InvalidInput`` when it is not)."""
+    edit = parse_edit(f"{key}=null")
+    return edit.step, edit.argument
 
 
 @router.get("/sagas/{saga_id}/events", response_model=EventLog, responses=responses(404))
