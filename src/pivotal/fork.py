@@ -151,7 +151,7 @@ def edited(plan: Plan, edits: list[Edit], catalogue: Catalogue) -> tuple[Plan, l
 def _index(step: str, calls: list[StepCall], errors: list[PlanError]) -> int | None:
     """The flat index ``step`` names (an index, or a name the plan calls once), or None
     with the reason added to ``errors``."""
-    if step.isdigit():
+    if step.isascii() and step.isdigit():
         if int(step) < len(calls):
             return int(step)
         why = f"the plan has no call {step}: its calls are 0 to {len(calls) - 1}"

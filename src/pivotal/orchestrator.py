@@ -12,12 +12,14 @@ from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import replace
 from decimal import Decimal
+from typing import Any
 
 from pivotal import agent_reasons, four_eyes
 from pivotal.app import App
 from pivotal.catalogue import Catalogue, StepKind
 from pivotal.clock import Clock, SystemClock, follow_ledger, synced
 from pivotal.engine import AlreadyCreated, Creation, Driver, RunOptions, point_of_no_return
+from pivotal.engine.resuming import ResumeFromRefused, resume_from, step_named
 from pivotal.errors import (
     ApprovalError,
     InvalidInput,
@@ -737,12 +739,29 @@ class Orchestrator:
 
     # -- sagas parked for a person -----------------------------------------------------
 
-    async def resume(self, saga_id: str, by: str, reason: str, *, run: bool = False) -> SagaState:
+    async def resume(
+        self,
+        saga_id: str,
+        by: str,
+        reason: str,
+        *,
+        run: bool = False,
+        from_step: str | None = None,
+    ) -> SagaState:
         """A person fixed what parked a ``needs_human`` saga: it goes on from where it
         stopped, with the same idempotency keys. Steps that failed or stayed in doubt past
         the point of no return are tried again with a fresh retry budget; a poison saga goes
         back to what it was doing. With ``run`` it goes on in this process, else a worker
-        picks it up."""
+        picks it up.
+
+        With ``from_step`` (an index from 0, or a step's name) the person declares that the
+        steps before it that had not succeeded were settled outside, by them: those are
+        recorded settled (in the ``saga_resumed`` event: ``settled``, ``from``), and the
+        saga goes on at that step. The saga machine decides what may be
+        (``engine.resuming``): ``ResumeFromRefused``, with every reason and nothing
+        recorded, when a step in doubt would be called again, a step that may still land or
+        one before the point of no return would be settled by hand, the point of no return
+        would be passed without running, or the saga was compensating."""
         await synced(self.clock)  # times below are the ledger's
         stored = await self._parked(saga_id, by, reason)
         events = await self.store.events(saga_id)
@@ -756,6 +775,17 @@ class Orchestrator:
                 if r.kind != StepKind.COMPENSABLE.value
                 and r.status in (StepStatus.FAILED, StepStatus.UNKNOWN)
             ]
+        handed: dict[str, Any] = {}  # resumed from a step: where, and what was settled
+        if from_step is not None:
+            start = step_named(before, from_step)
+            found = resume_from(before, start, self.clock.now())
+            if found.refused:
+                raise ResumeFromRefused(
+                    f"saga {saga_id} does not go on from {before.steps[start].name} (step "
+                    f"{start}): {'; '.join(found.refused)}; nothing was recorded"
+                )
+            again = [i for i in again if i >= start]
+            handed = {"from": start, "settled": list(found.settled)}
         saga_run = self._pass(stored, None)
         await saga_run.emit(
             saga_run.event(
@@ -764,6 +794,7 @@ class Orchestrator:
                 why=reason,
                 status=before.status.value,
                 saga_reason=before.reason,
+                **handed,
                 steps=again,
                 # their attempts may have taken effect: a fresh budget proves nothing
                 doubted=[i for i in again if before.steps[i].status is StepStatus.UNKNOWN],

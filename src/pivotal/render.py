@@ -166,6 +166,11 @@ def _detail(event: Event) -> str:
     if event.type in (EventType.APPROVAL_GRANTED, EventType.APPROVAL_REJECTED):
         note = f": {d['note']}" if d.get("note") else ""
         return f"by {d.get('approver')}{note}"
+    if event.type is EventType.SAGA_RESUMED and d.get("from") is not None:
+        settled = ", ".join(str(i) for i in d.get("settled", ())) or "none"
+        return (
+            f"by {d.get('by')} from step {d['from']} (settled by hand: {settled}): {d.get('why')}"
+        )
     if event.type in (EventType.SAGA_RESUMED, EventType.SAGA_RESOLVED):
         return f"by {d.get('by')}: {d.get('why')}"
     if event.type is EventType.SAGA_FORKED:

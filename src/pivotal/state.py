@@ -483,8 +483,27 @@ def _changes(s: SagaState, event: Event) -> dict[str, Any]:
                 next_attempt_at=due,
                 doubt_until=doubt,
             )
+        # Resumed from a step: the steps before it that had not succeeded were settled by
+        # the person who resumed it, outside (``engine.resuming``): they count as done.
+        outcomes = s.outcomes
+        for i in d.get("settled", ()):
+            outcomes += 1
+            steps[i] = replace(
+                steps[i],
+                status=StepStatus.SUCCEEDED,
+                result={"settled_by": d.get("by"), "why": d.get("why")},
+                error=None,
+                next_attempt_at=None,
+                doubt_until=None,
+                seq=outcomes,
+            )
         resumed = SagaStatus(d["status"])
-        return {"steps": tuple(steps), "status": resumed, "reason": d.get("saga_reason")}
+        return {
+            "steps": tuple(steps),
+            "status": resumed,
+            "reason": d.get("saga_reason"),
+            "outcomes": outcomes,
+        }
     if t is EventType.COMPENSATION_STARTED:
         since = event.at if s.compensating_since is None else s.compensating_since
         return {

@@ -157,6 +157,7 @@ def plan() -> Plan:
 REFUSED_EDITS: list[tuple[str, list[str], ErrorCode | None, str]] = [
     ("no call 5", ["5.amount=1"], ErrorCode.UNKNOWN_STEP, "the plan has no call 5"),
     ("no such step", ["refund.amount=1"], ErrorCode.UNKNOWN_STEP, "does not call 'refund'"),
+    ("a digit that is no index", ["\u00b2.amount=1"], ErrorCode.UNKNOWN_STEP, "does not call"),
     ("no such argument", ["1.price=1"], ErrorCode.INVALID_ARGS, "has no argument 'price'"),
     ("by name, no such argument", ["create_shipment.sku=x"], ErrorCode.INVALID_ARGS, "sku"),
     ("the same argument twice", ["1.amount=1", "charge_payment.amount=2"], None, "twice"),

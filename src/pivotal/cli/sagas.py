@@ -284,13 +284,26 @@ def sagas_resume(
     by: Who,
     reason: Why,
     run_now: Annotated[bool, typer.Option("--run", help="Run it in this process now.")] = False,
+    from_step: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            metavar="STEP",
+            help="Go on at STEP (its index from 0, or its name): you settled the steps "
+            "before it that had not succeeded by hand, and they are recorded so, with your "
+            "name and reason. Refused, recording nothing, when a step in doubt would be "
+            "called again, a step that may still land or one before the point of no return "
+            "would be settled by hand, or the point of no return passed without running.",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """A needs_human saga whose cause was fixed goes on, with the same keys."""
+    """A needs_human saga whose cause was fixed goes on, with the same keys (with --from:
+    at that step, the steps before it settled by you)."""
 
     async def work() -> SagaState:
         async with writing(settings_of(ctx), "sagas resume") as orch:
-            return await orch.resume(saga_id, by, reason, run=run_now)
+            return await orch.resume(saga_id, by, reason, run=run_now, from_step=from_step)
 
     print_outcome(run(work()), as_json)
 

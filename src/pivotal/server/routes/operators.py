@@ -36,6 +36,15 @@ class Why(BaseModel):
     reason: str = Field(min_length=1, max_length=4000, description="Why (recorded).")
 
 
+class Resume(Why):
+    from_step: int | str | None = Field(
+        default=None,
+        alias="from",
+        description="Go on at this step (its index from 0, or its name): the steps before "
+        "it that had not succeeded were settled by hand, by the caller.",
+    )
+
+
 class Settled(Why):
     saga_id: str | None = Field(
         default=None, max_length=128, description="The saga a person started to settle it."
@@ -133,9 +142,18 @@ async def resolve_escalation(
 @router.post(
     "/sagas/{saga_id}/resume", response_model=views.Outcome, responses=responses(404, 409, 413)
 )
-async def resume(ctx: Ctx, who: Operator, saga_id: str, body: Why) -> dict[str, Any]:
-    """A needs_human saga whose cause was fixed goes on (in a worker), with the same keys."""
-    state = await ctx.orchestrator.resume(saga_id, who.name, body.reason, run=False)
+async def resume(ctx: Ctx, who: Operator, saga_id: str, body: Resume) -> dict[str, Any]:
+    """A needs_human saga whose cause was fixed goes on (in a worker), with the same keys.
+    With ``from`` (a step's index from 0, or its name) the caller declares the steps before
+    it that had not succeeded settled by hand, and the saga goes on at that step: 409
+    ``resume_from_refused``, with every reason and nothing recorded, when the saga machine
+    does not allow it (a step in doubt would be called again, a step that may still land
+    or one before the point of no return would be settled by hand, the point of no return
+    passed without running)."""
+    start = None if body.from_step is None else str(body.from_step)
+    state = await ctx.orchestrator.resume(
+        saga_id, who.name, body.reason, run=False, from_step=start
+    )
     return views.outcome(state)
 
 
