@@ -8,6 +8,8 @@ no row is ``Impossible``, and so is a set of facts no row of theirs accepts.
 
 The driver (``pivotal.engine.driver``) carries each decision out on every path that reaches it:
 a first call, a retry, a pass resumed after a crash, compensation, a dead letter's retry.
+A person resuming a parked saga from a step is asked of the same table, step by step
+(``BEFORE_FROM``, ``AT_FROM``, ``AFTER_FROM``: ``pivotal.engine.resuming``).
 """
 
 from __future__ import annotations
