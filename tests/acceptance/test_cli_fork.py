@@ -88,6 +88,9 @@ def test_bad_edits_are_refused_and_change_nothing(
 def test_fork_needs_a_reason_and_a_finished_saga(inproc: InProcess) -> None:
     completed(inproc)
     failed(inproc("sagas", "fork", "d", *FEWER, "--by", "alice", "--reason", " "), "invalid_input")
+    hidden = inproc("sagas", "fork", "d", *FEWER, "--by", "alice", "--reason", "x \x1b[2J y")
+    failed(hidden, "invalid_input")
+    assert "control characters" in hidden.stderr
     missing = inproc("sagas", "fork", "d", *FEWER, "--by", "alice")
     assert missing.exit_code == 2
     assert "--reason" in missing.stderr

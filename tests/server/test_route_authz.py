@@ -156,6 +156,9 @@ TABLE: dict[tuple[str, str], Row] = {
     ("GET", "/ui/sagas/{saga_id}/live"): page(READERS, Call("/ui/sagas/nope/live")),
     ("POST", "/ui/sagas/{saga_id}/abort"): page({OPERATOR}, Call("/ui/sagas/nope/abort", WHY)),
     ("POST", "/ui/sagas/{saga_id}/rerun"): page({OPERATOR}, Call("/ui/sagas/nope/rerun", {})),
+    ("POST", "/ui/sagas/{saga_id}/fork"): page(
+        {OPERATOR}, Call("/ui/sagas/nope/fork", {"changes": "0.quantity=1", "reason": "fewer"})
+    ),
     ("GET", "/ui/needs-human"): page(READERS, Call("/ui/needs-human")),
     ("POST", "/ui/sagas/{saga_id}/{action}"): page(
         {OPERATOR},

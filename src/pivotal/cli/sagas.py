@@ -385,7 +385,7 @@ def sagas_fork(
     async def work() -> SagaState:
         parsed = [parse_edit(e) for e in edits]
         async with writing(settings_of(ctx), "sagas fork") as orch:
-            return await orch.fork(saga_id, parsed, by, reason)
+            return await saga_actions.fork(orch, saga_id, parsed, by, reason)
 
     print_outcome(run(work()), as_json, forked_from=brief(saga_id))
 

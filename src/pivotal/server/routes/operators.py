@@ -237,7 +237,7 @@ async def fork(
     validate, nothing recorded."""
     edits = [Edit(*_target(key), value) for key, value in body.set.items()]
     try:
-        state = await ctx.orchestrator.fork(saga_id, edits, who.name, body.reason)
+        state = await saga_actions.fork(ctx.orchestrator, saga_id, edits, who.name, body.reason)
     except RolloutShadowed as exc:  # as POST /v1/sagas answers it, and why, for a person
         shadow = {"shadowed": True, "code": exc.code, "run_id": exc.run_id}
         told = {"message": exc.message, "detail": exc.detail}
