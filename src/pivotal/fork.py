@@ -10,7 +10,8 @@ the first saga did.
 An edit is ``STEP.ARGUMENT=VALUE`` (``parse_edit``): STEP is a call's flat index (0 for the
 first call, as in idempotency keys) or the name of a step the plan calls once; VALUE is read
 as JSON, and text that is not JSON is taken as a string (quote it to keep ``"123"`` a
-string).
+string); a number for an argument the plan gives as text stays text (``amount=24.95`` for
+``"49.90"`` is ``"24.95"``: money is never a float).
 
 Which sagas may be forked (``refusal``): one that ended ``completed``, ``compensated``,
 ``compensation_failed`` or ``resolved``, with nothing of it still able to land
@@ -23,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pivotal.errors import InvalidInput, PlanRejected, SagaConflict
@@ -58,11 +59,21 @@ class SagaNotForkable(SagaConflict):
 @dataclass(frozen=True, slots=True)
 class Edit:
     """One argument to change: ``step`` as given (an index or a name), the argument and its
-    new value (parsed)."""
+    new value (parsed); ``text``, the value as written, when it was written as text."""
 
     step: str
     argument: str
     value: Any
+    text: str | None = field(default=None, compare=False)
+
+    def for_argument(self, was: Any) -> Any:
+        """The new value of an argument that was ``was``: a number written as text for an
+        argument the plan gave as text stays the text written (``amount=24.95`` for
+        ``"49.90"`` is ``"24.95"``, never a float)."""
+        number = isinstance(self.value, int | float) and not isinstance(self.value, bool)
+        if isinstance(was, str) and number and self.text is not None:
+            return self.text.strip()
+        return self.value
 
 
 def parse_edit(text: str) -> Edit:
@@ -76,7 +87,7 @@ def parse_edit(text: str) -> Edit:
         value: Any = json.loads(raw)
     except ValueError:
         value = raw
-    return Edit(found["step"], found["argument"], value)
+    return Edit(found["step"], found["argument"], value, raw)
 
 
 def refusal(state: SagaState, now: float) -> str | None:
@@ -136,7 +147,7 @@ def edited(plan: Plan, edits: list[Edit], catalogue: Catalogue) -> tuple[Plan, l
             raise InvalidInput(f"argument {edit.argument} of call {index} is edited twice")
         was = call.args.get(edit.argument)
         changes[(index, edit.argument)] = ArgChange(
-            step=index, name=call.name, argument=edit.argument, was=was, now=edit.value
+            step=index, name=call.name, argument=edit.argument, was=was, now=edit.for_argument(was)
         )
     if errors:
         raise PlanRejected(errors)

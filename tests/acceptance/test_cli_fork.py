@@ -48,7 +48,7 @@ def test_fork_submits_the_edited_plan_once_and_notes_it_on_both(inproc: InProces
     assert forked_from["reason"] == "customer asked for fewer"
     assert [(c["argument"], c["was"], c["now"]) for c in forked_from["changes"]] == [
         ("quantity", 2, 1),
-        ("amount", "49.90", 24.95),
+        ("amount", "49.90", "24.95"),  # text it was, text it stays
     ]
     events = " ".join(inproc.ok("sagas", "events", "d").split())
     assert "saga_forked" in events

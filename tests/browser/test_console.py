@@ -1,7 +1,8 @@
 """The operator's console in a real browser (Chromium through Playwright) against ``pivotal
 serve``'s app under uvicorn, one test per capability: search and filter the sagas (and page
 through them), read why a saga failed (its traceback and its retries, folded), abort a saga
-before its pivot, run a compensated plan again, download a saga's events, the pictures
+before its pivot, run a compensated plan again, fork a completed one with an argument
+changed, download a saga's events, the pictures
 under the Content-Security-Policy, the workers page, and a saga's page following long work
 as it reports its progress, until it comes to rest.
 
@@ -449,6 +450,41 @@ def test_an_operator_runs_a_compensated_plan_again(console: Console, page: sync_
     page.locator("#rerun-of").get_by_role("link", name="chk-5004").click()
     expect(page).to_have_url(f"{console.url}/ui/sagas/chk-5004")
     expect(page.locator("#live-head .status").first).to_have_text("compensated")
+    console.quiet()
+
+
+def test_an_operator_forks_a_completed_saga_with_fewer(
+    console: Console, page: sync_api.Page, tmp_path: Path
+) -> None:
+    open_order(console, "5006")
+
+    async def completed(orch: Orchestrator) -> SagaState:
+        return await orch.execute(checkout("5006"), saga_id="chk-5006")
+
+    assert console.run(completed).status is SagaStatus.COMPLETED
+    shop = create_app(console.commerce)  # the customer asks for one: the order changed
+    lines = [{"sku": "sku-1", "quantity": 1}]
+    shop.services.order("5006", customer="c-5006", amount="24.95", lines=lines)
+    shop.services.close()
+    console.serve()
+    console.open(page, Role.OPERATOR, "/ui/sagas/chk-5006")
+    expect(page.get_by_role("button", name="Run this plan again")).to_have_count(0)
+    page.get_by_label("Changes, one per line").fill("0.quantity=1\ncharge_payment.amount=24.95")
+    page.get_by_label("Reason to fork").fill("the customer asked for one lamp, not two")
+    page.screenshot(path=str(tmp_path / "fork-form.png"), full_page=True)
+    page.get_by_role("button", name="Fork with these changes").click()
+
+    expect(page).to_have_url(re.compile(r"/ui/sagas/fk_[0-9a-f]{32}\?notice=forked$"))
+    expect(page.get_by_role("status")).to_contain_text("Forked into this new saga")
+    expect(page.locator("#forked-from")).to_contain_text(
+        "Forked from chk-5006 by olu: the customer asked for one lamp, not two"
+    )
+    expect(page.locator("#forked-from li")).to_have_count(2)
+    expect(page.locator("#live-head .status").first).to_have_text("submitted")
+    page.screenshot(path=str(tmp_path / "fork-new.png"), full_page=True)
+    page.locator("#forked-from").get_by_role("link", name="chk-5006").click()
+    expect(page.locator("#timeline tr.e-saga_forked")).to_contain_text("by olu")
+    page.screenshot(path=str(tmp_path / "fork-original.png"), full_page=True)
     console.quiet()
 
 

@@ -195,6 +195,24 @@ def test_edits_change_only_what_they_name(checkout: Any) -> None:
     assert default[0].was is None  # the plan left it to its default
 
 
+@pytest.mark.parametrize(
+    ("text", "was", "now"),
+    [
+        ("1.amount=24.95", "49.90", "24.95"),  # money the plan gave as text stays text
+        ("1.amount= 25 ", "49.90", "25"),
+        ('1.amount="24.95"', "49.90", "24.95"),
+        ("0.quantity=1", 2, 1),
+        ("0.quantity=1.5", 2, 1.5),
+        ("0.sku=true", "sku-1", True),  # not a number: as JSON read it
+        ("0.sku=null", "sku-1", None),
+        ("2.warehouse=7", None, 7),  # left to its default: as JSON read it
+    ],
+)
+def test_a_number_for_an_argument_given_as_text_stays_text(text: str, was: Any, now: Any) -> None:
+    assert parse_edit(text).for_argument(was) == now
+    assert type(parse_edit(text).for_argument(was)) is type(now)
+
+
 def test_a_fork_id_is_one_per_saga_edits_and_person() -> None:
     one = [ArgChange(step=0, name="reserve_stock", argument="quantity", was=2, now=1)]
     other = [ArgChange(step=0, name="reserve_stock", argument="quantity", was=2, now=3)]

@@ -369,7 +369,8 @@ def sagas_fork(
             metavar="STEP.ARGUMENT=VALUE",
             help="An argument to change (repeat it): STEP is a call's index from 0 or the "
             "name of a step the plan calls once; VALUE is JSON, and text that is not JSON "
-            "is a string (quote it to keep '\"123\"' a string). E.g. --set 2.amount=1500 "
+            "is a string (quote it to keep '\"123\"' a string), and a number for an "
+            "argument the plan gives as text stays text. E.g. --set 2.amount=1500 "
             "--set reserve_stock.sku=B-7.",
         ),
     ],
