@@ -120,8 +120,9 @@ async def test_a_fork_is_validated_against_the_facts_of_today_and_records_nothin
         ({"set": {"0.quantity": "many"}, "reason": WHY}, 422, "plan_rejected", "invalid_args"),
         ({"set": {"quantity": 1}, "reason": WHY}, 422, "invalid_input", "STEP.ARGUMENT"),
         ({"set": {}, "reason": WHY}, 422, "invalid_input", ""),
-        ({"set": {"0.quantity": 1}, "reason": " "}, 422, "invalid_input", "why"),
+        ({"set": {"0.quantity": 1}, "reason": " "}, 422, "invalid_input", "needs a reason"),
         ({"set": {"0.quantity": 1}}, 422, "invalid_input", ""),
+        ({"set": {"0.quantity": 1}, "reason": "a \u202e b"}, 422, "invalid_input", "control"),
     ],
 )
 async def test_bad_edits_are_refused_and_change_nothing(
