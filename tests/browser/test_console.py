@@ -2,7 +2,7 @@
 serve``'s app under uvicorn, one test per capability: search and filter the sagas (and page
 through them), read why a saga failed (its traceback and its retries, folded), abort a saga
 before its pivot, run a compensated plan again, fork a completed one with an argument
-changed, download a saga's events, the pictures
+changed, resume a parked one from a step, download a saga's events, the pictures
 under the Content-Security-Policy, the workers page, and a saga's page following long work
 as it reports its progress, until it comes to rest.
 
@@ -485,6 +485,50 @@ def test_an_operator_forks_a_completed_saga_with_fewer(
     page.locator("#forked-from").get_by_role("link", name="chk-5006").click()
     expect(page.locator("#timeline tr.e-saga_forked")).to_contain_text("by olu")
     page.screenshot(path=str(tmp_path / "fork-original.png"), full_page=True)
+    console.quiet()
+
+
+def test_an_operator_resumes_a_parked_saga_from_a_step(
+    console: Console, page: sync_api.Page, tmp_path: Path
+) -> None:
+    shop = create_app(console.commerce)
+    recipient = "customer-5007@example.com"
+    line = {"sku": "lamp", "quantity": 1}
+    shop.services.order(
+        "5007", customer="c-5007", amount="120.00", lines=[line], warehouse="B", recipient=recipient
+    )
+    shop.services.faults.always("ship", Fault.PERMANENT)  # the carrier refuses it
+    shop.services.close()
+    pay = {"order_id": "5007", "amount": "120.00"}
+    plan = parse_plan(
+        {
+            "catalogue": "fulfilment",
+            "steps": [
+                {"name": "reserve_stock", "args": {"order_id": "5007", **line, "warehouse": "B"}},
+                {"name": "authorize_payment", "args": pay},
+                {"name": "capture_payment", "args": pay},
+                {"name": "create_shipment", "args": {"order_id": "5007", "warehouse": "B"}},
+                {"name": "send_confirmation", "args": {"order_id": "5007", "recipient": recipient}},
+            ],
+        }
+    )
+
+    async def ship(orch: Orchestrator) -> SagaState:
+        return await orch.execute(plan, saga_id="ful-5007")
+
+    assert console.run(ship).status is SagaStatus.NEEDS_HUMAN
+    console.serve()
+    console.open(page, Role.OPERATOR, "/ui/sagas/ful-5007")
+    page.get_by_label("Reason to resume").fill("shipped by hand with another carrier")
+    page.get_by_label("Go on from").select_option("4")
+    page.screenshot(path=str(tmp_path / "resume-form.png"), full_page=True)
+    page.get_by_role("button", name="Resume").click()
+
+    expect(page).to_have_url(f"{console.url}/ui/sagas/ful-5007?notice=resumed")
+    expect(page.locator("#timeline tr.e-saga_resumed")).to_contain_text(
+        "from step 4 (settled by hand: 3)"
+    )
+    page.screenshot(path=str(tmp_path / "resume-done.png"), full_page=True)
     console.quiet()
 
 

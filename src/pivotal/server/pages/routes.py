@@ -643,13 +643,17 @@ async def parked(request: Request, saga_id: str, action: str) -> Response:
     if reason is None:
         return refused(request, who, 400, f"To {action} a saga needs a reason.")
     orch = _ctx(request).orchestrator
+    start = form.get("from")  # resume only: go on at this step, those before settled
     try:
         if action == "resume":
-            await orch.resume(saga_id, who.name, reason, run=False)
+            step = start.strip() if isinstance(start, str) and start.strip() else None
+            await orch.resume(saga_id, who.name, reason, run=False, from_step=step)
         else:
             await orch.resolve(saga_id, who.name, reason)
     except SagaNotFound:
         return refused(request, who, 404, "There is no such saga.")
-    except (SagaNotParked, VersionConflict) as exc:
+    except InvalidInput as exc:
+        return refused(request, who, 400, f"{exc.message}; nothing was recorded.")
+    except (SagaNotParked, SagaConflict, VersionConflict) as exc:  # ResumeFromRefused: why
         return refused(request, who, 409, str(exc))
     return to(f"/ui/sagas/{saga_id}?notice={'resumed' if action == 'resume' else 'resolved'}")
