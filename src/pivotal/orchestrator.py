@@ -887,14 +887,18 @@ class Orchestrator:
                 state = (await self.get(new)).state
         else:
             state = found.state
-        await self._note_fork(saga_id, new, by, reason)
+        await self._note_fork(saga_id, new)
         return state
 
-    async def _note_fork(self, saga_id: str, new: str, by: str, reason: str) -> None:
-        """``saga_forked`` on ``saga_id``, naming the fork ``new``, unless noted already (a
-        retry after a crash between the two writes notes it then)."""
-        forked_from = (await self.get(new)).plan.provenance.forked_from
-        changes = [c.model_dump(mode="json") for c in forked_from.changes] if forked_from else []
+    async def _note_fork(self, saga_id: str, new: str) -> None:
+        """``saga_forked`` on ``saga_id``, naming the fork ``new`` with who forked it, why and
+        what changed as its provenance records them, unless noted already (a retry after a
+        crash between the two writes notes it then)."""
+        fork = (await self.get(new)).plan.provenance.forked_from
+        if fork is None:  # pragma: no cover - a fork's id names only forks
+            raise SagaConflict(f"saga {new} is not a fork of saga {saga_id}")
+        by, reason = fork.by, fork.reason
+        changes = [c.model_dump(mode="json") for c in fork.changes]
         for _ in range(3):  # a concurrent note moves the version: read it again
             stored = await self.get(saga_id)
             events = await self.store.events(saga_id)

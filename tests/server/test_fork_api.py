@@ -14,7 +14,7 @@ from server_api import Clients, MakeClient, add_token
 from pivotal import FakeClock, Orchestrator, Plan, SagaStatus
 from pivotal.errors import FourEyesError, PlanParseError
 from pivotal.examples.commerce import CommerceServices
-from pivotal.fork import fork_id, parse_edit
+from pivotal.fork import fork_id, fork_plan, parse_edit
 from pivotal.plan import ArgChange, parse_plan
 from pivotal.principals import Role
 from pivotal.state import EventType
@@ -224,3 +224,22 @@ def test_a_submitted_plan_cannot_claim_to_be_a_fork() -> None:
     plan = {"catalogue": "checkout", "steps": [], "provenance": {"forked_from": forked}}
     with pytest.raises(PlanParseError, match="forked_from"):
         parse_plan(plan)
+
+
+async def test_a_fork_recorded_before_a_crash_is_noted_on_the_original_when_asked_again(
+    orchestrator: Orchestrator, services: CommerceServices, checkout_plan: PlanBuilder
+) -> None:
+    original = await completed(orchestrator, checkout_plan)
+    reorder(services, "k-1", amount="24.95", lines=[{"sku": "sku-1", "quantity": 1}])
+    edits = [parse_edit(f"{k}={json.dumps(v)}") for k, v in FEWER.items()]
+    stored = await orchestrator.get(original)
+    catalogue = orchestrator.app.catalogue("checkout")
+    plan = fork_plan(stored, edits, "ann", WHY, catalogue, orchestrator.clock.now())
+    assert plan.provenance.forked_from is not None
+    new = fork_id(original, list(plan.provenance.forked_from.changes), "ann")
+    await orchestrator.submit(plan, saga_id=new)  # the process died before the note
+    assert await forks_noted(orchestrator, original) == []
+    again = await orchestrator.fork(original, edits, "Ann", "asked again")
+    assert again.saga_id == new
+    noted = await forks_noted(orchestrator, original)
+    assert [(n["fork"], n["by"], n["why"]) for n in noted] == [(new, "ann", WHY)]
