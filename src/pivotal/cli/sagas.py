@@ -380,8 +380,8 @@ def sagas_fork(
     resolved) with arguments changed, as a new saga: validated against today's facts and
     approved anew, and whoever forked it may not approve it. It makes every effect of its
     plan anew, even those the first saga made and kept (a completed saga's fork charges,
-    reserves and ships again). The reason is recorded on both sagas. The same fork asked
-    again prints the same saga; a worker runs it."""
+    reserves and ships again). The reason is recorded on both sagas. Asked again by the
+    same person with the same changes, it prints the same saga; a worker runs it."""
 
     async def work() -> SagaState:
         parsed = [parse_edit(e) for e in edits]
