@@ -9,8 +9,10 @@ anyone allowed to decide may say no (it only compensates).
 
 Whoever asked for the saga to run again may not approve it either: the person who asked
 for the re-run of a compensated saga (``provenance.rerun_of.by``, which ``Orchestrator.rerun``
-records) and every person who resumed it after it was parked (the ``saga_resumed`` events'
-``by``). Else one could reject a saga, re-run it and approve the re-run alone.
+records), whoever forked it from a finished saga with arguments changed
+(``provenance.forked_from.by``, which ``Orchestrator.fork`` records) and every person who
+resumed it after it was parked (the ``saga_resumed`` events' ``by``). Else one could
+reject a saga, re-run (or fork) it and approve the new saga alone.
 
 People are compared by ``principals.canonical_person``: "Alice", "alice\\u200b " and
 "\\u0430lice" (a Cyrillic "a") are one; a name that folds to nothing names no one.
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
 def why_not(approver: str, saga: StoredSaga, events: Iterable[Event]) -> str | None:
     """Why ``approver`` may not approve ``saga`` (four-eyes), or None when they may: the
     principal that submitted it, the person it was asked for on behalf of, whoever asked
-    for it to run again (its re-run, or a resume: read from ``events``, the saga's event
+    for it to run again (its re-run, its fork, or a resume: read from ``events``, the saga's event
     log) and whoever approved it already (an approval that needs two needs two distinct
     people) may not."""
     who = canonical_person(approver)
@@ -56,6 +58,11 @@ def why_not(approver: str, saga: StoredSaga, events: Iterable[Event]) -> str | N
         return (
             f"{approver} asked for saga {saga_id} (the plan of saga {rerun.saga_id} run again) "
             "and cannot approve it too"
+        )
+    fork = provenance.forked_from
+    if fork is not None and who == canonical_person(fork.by):
+        return (
+            f"{approver} forked saga {saga_id} from saga {fork.saga_id} and cannot approve it too"
         )
     if who in resumed_by(events):
         return f"{approver} resumed saga {saga_id} and cannot approve it too"

@@ -11,12 +11,14 @@ from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import replace
 from decimal import Decimal
+from typing import Any
 
 from pivotal import agent_reasons, four_eyes, saga_ids
 from pivotal.app import App
 from pivotal.catalogue import Catalogue, StepKind
 from pivotal.clock import Clock, SystemClock, follow_ledger, synced
 from pivotal.engine import AlreadyCreated, Creation, Driver, RunOptions, point_of_no_return
+from pivotal.engine.resuming import ResumeFromRefused, resume_from, step_named
 from pivotal.errors import (
     ApprovalError,
     InvalidInput,
@@ -41,6 +43,7 @@ from pivotal.exposure import (
     reserved_by_others,
     subject_kind,
 )
+from pivotal.fork import Edit, fork_id, fork_plan
 from pivotal.holds import expiry_cause
 from pivotal.hooks import Hook
 from pivotal.identity import identity_of
@@ -728,12 +731,29 @@ class Orchestrator:
 
     # -- sagas parked for a person -----------------------------------------------------
 
-    async def resume(self, saga_id: str, by: str, reason: str, *, run: bool = False) -> SagaState:
+    async def resume(
+        self,
+        saga_id: str,
+        by: str,
+        reason: str,
+        *,
+        run: bool = False,
+        from_step: str | None = None,
+    ) -> SagaState:
         """A person fixed what parked a ``needs_human`` saga: it goes on from where it
         stopped, with the same idempotency keys. Steps that failed or stayed in doubt past
         the point of no return are tried again with a fresh retry budget; a poison saga goes
         back to what it was doing. With ``run`` it goes on in this process, else a worker
-        picks it up."""
+        picks it up.
+
+        With ``from_step`` (an index from 0, or a step's name) the person declares that the
+        steps before it that had not succeeded were settled outside, by them: those are
+        recorded settled (in the ``saga_resumed`` event: ``settled``, ``from``), and the
+        saga goes on at that step. The saga machine decides what may be
+        (``engine.resuming``): ``ResumeFromRefused``, with every reason and nothing
+        recorded, when a step in doubt would be called again, a step that may still land or
+        one before the point of no return would be settled by hand, the point of no return
+        would be passed without running, or the saga was compensating."""
         await synced(self.clock)  # times below are the ledger's
         stored = await self._parked(saga_id, by, reason)
         events = await self.store.events(saga_id)
@@ -747,6 +767,17 @@ class Orchestrator:
                 if r.kind != StepKind.COMPENSABLE.value
                 and r.status in (StepStatus.FAILED, StepStatus.UNKNOWN)
             ]
+        handed: dict[str, Any] = {}  # resumed from a step: where, and what was settled
+        if from_step is not None:
+            start = step_named(before, from_step)
+            found = resume_from(before, start, self.clock.now())
+            if found.refused:
+                raise ResumeFromRefused(
+                    f"saga {saga_id} does not go on from {before.steps[start].name} (step "
+                    f"{start}): {'; '.join(found.refused)}; nothing was recorded"
+                )
+            again = [i for i in again if i >= start]
+            handed = {"from": start, "settled": list(found.settled)}
         saga_run = self._pass(stored, None)
         await saga_run.emit(
             saga_run.event(
@@ -755,6 +786,7 @@ class Orchestrator:
                 why=reason,
                 status=before.status.value,
                 saga_reason=before.reason,
+                **handed,
                 steps=again,
                 # their attempts may have taken effect: a fresh budget proves nothing
                 doubted=[i for i in again if before.steps[i].status is StepStatus.UNKNOWN],
@@ -818,6 +850,62 @@ class Orchestrator:
             return await self.submit(plan, saga_id=again)
         except SagaConflict:  # another person's rerun was recorded meanwhile
             return (await self.get(again)).state
+
+    # -- fork a finished saga with arguments changed --------------------------------------
+
+    async def fork(self, saga_id: str, edits: list[Edit], by: str, reason: str) -> SagaState:
+        """Submit the plan of a finished saga with ``edits`` applied, as a new saga whose
+        provenance points back to it (``forked_from``: who, why, each argument changed),
+        and note on the first saga that it was forked into it (``saga_forked``): through
+        ``submit``, so validation against today's facts, the rollout and the approval
+        policy apply again, and four-eyes counts the one who forked it. Nothing runs here.
+        The same request again (same saga, edits and person) returns the same fork
+        (``fork.fork_id``); other edits make another. ``SagaNotForkable`` with
+        ``fork.refusal``'s reason, ``PlanRejected`` for edits that do not validate;
+        nothing is recorded then."""
+        if not canonical_person(by) or not reason.strip():
+            raise InvalidInput("forking a saga needs who asked for it and why")
+        await synced(self.clock)  # times below are the ledger's
+        stored = await self.get(saga_id)
+        catalogue = self.app.catalogue(stored.state.catalogue)
+        plan = fork_plan(stored, edits, by, reason, catalogue, self.clock.now())
+        assert plan.provenance.forked_from is not None
+        new = fork_id(saga_id, list(plan.provenance.forked_from.changes), by)
+        found = await self.store.load(new)
+        if found is None:
+            try:
+                state = await self.submit(plan, saga_id=new)
+            except SagaConflict:  # the same request, recorded meanwhile
+                state = (await self.get(new)).state
+        else:
+            state = found.state
+        await self._note_fork(saga_id, new)
+        return state
+
+    async def _note_fork(self, saga_id: str, new: str) -> None:
+        """``saga_forked`` on ``saga_id``, naming the fork ``new`` with who forked it, why and
+        what changed as its provenance records them, unless noted already (a retry after a
+        crash between the two writes notes it then)."""
+        fork = (await self.get(new)).plan.provenance.forked_from
+        if fork is None:  # pragma: no cover - a fork's id names only forks
+            raise SagaConflict(f"saga {new} is not a fork of saga {saga_id}")
+        by, reason = fork.by, fork.reason
+        changes = [c.model_dump(mode="json") for c in fork.changes]
+        for _ in range(3):  # a concurrent note moves the version: read it again
+            stored = await self.get(saga_id)
+            events = await self.store.events(saga_id)
+            if any(e.type is EventType.SAGA_FORKED and e.data.get("fork") == new for e in events):
+                return
+            saga_run = self._pass(stored, None)
+            note = saga_run.event(
+                EventType.SAGA_FORKED, fork=new, by=by, why=reason, changes=changes
+            )
+            try:
+                await saga_run.emit(note)
+                return
+            except VersionConflict:
+                continue
+        raise VersionConflict(f"saga {saga_id} kept changing: its fork {new} is not noted on it")
 
 
 def _subjects(catalogue: Catalogue, calls: list[FlatCall]) -> dict[str, dict[str, list[str]]]:

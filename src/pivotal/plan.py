@@ -29,6 +29,31 @@ class Rerun(BaseModel):
     by: str = Field(min_length=1, max_length=200)
 
 
+class ArgChange(BaseModel):
+    """One argument a fork changed: the call (its flat index and name), the argument, what
+    it was (None when the plan left it to its default) and what it is now."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step: int = Field(ge=0)
+    name: str = Field(min_length=1, max_length=200)
+    argument: str = Field(min_length=1, max_length=200)
+    was: Any = None
+    now: Any = None
+
+
+class Fork(BaseModel):
+    """The finished saga whose plan a plan runs again with arguments changed, who asked,
+    why, and what changed (``Orchestrator.fork``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    saga_id: str = Field(min_length=1, max_length=128)
+    by: str = Field(min_length=1, max_length=200)
+    reason: str = Field(min_length=1, max_length=4000)
+    changes: tuple[ArgChange, ...] = Field(min_length=1)
+
+
 class Provenance(BaseModel):
     """Who proposed a plan, and from what."""
 
@@ -47,6 +72,8 @@ class Provenance(BaseModel):
     about: dict[str, str | int | float | bool] | None = Field(default=None, max_length=32)
     # set by ``Orchestrator.rerun`` only: the compensated saga this plan runs again
     rerun_of: Rerun | None = None
+    # set by ``Orchestrator.fork`` only: the finished saga whose plan this one edits
+    forked_from: Fork | None = None
 
     def ref(self) -> str:
         """A stable short id for this provenance record."""
@@ -70,7 +97,7 @@ class Provenance(BaseModel):
         return {name for name in _LATER if getattr(self, name) is None}
 
 
-_LATER = ("on_behalf_of", "about", "rerun_of")
+_LATER = ("on_behalf_of", "about", "rerun_of", "forked_from")
 
 
 class StepCall(BaseModel):
@@ -184,13 +211,19 @@ def parse_plan(data: str | bytes | dict[str, Any], *, limits: PlanLimits = DEFAU
 
 
 def _submitted(plan: Plan) -> Plan:
-    """A plan as a proposer may send it: ``rerun_of`` is Pivotal's to set (an operator's
-    rerun of a compensated saga), never the sender's, so the audit trail cannot be forged."""
+    """A plan as a proposer may send it: ``rerun_of`` and ``forked_from`` are Pivotal's to
+    set (an operator's rerun of a compensated saga, or fork of a finished one), never the
+    sender's, so the audit trail cannot be forged."""
     if plan.provenance.rerun_of is not None:
         raise PlanParseError(
             "malformed plan: provenance.rerun_of is recorded by Pivotal when an operator runs "
             "a compensated saga's plan again (pivotal sagas rerun); a submitted plan cannot "
             "claim it"
+        )
+    if plan.provenance.forked_from is not None:
+        raise PlanParseError(
+            "malformed plan: provenance.forked_from is recorded by Pivotal when an operator "
+            "forks a finished saga (pivotal sagas fork); a submitted plan cannot claim it"
         )
     return plan
 

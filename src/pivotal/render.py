@@ -43,6 +43,7 @@ EVENT_STYLE = {
     EventType.SAGA_NEEDS_HUMAN: "bold magenta",
     EventType.SAGA_RESUMED: "cyan",
     EventType.SAGA_RESOLVED: "bold blue",
+    EventType.SAGA_FORKED: "cyan",
     EventType.UNDO_DEAD_LETTERED: "bold red",
     EventType.APPROVAL_REQUESTED: "cyan",
     EventType.APPROVAL_GRANTED: "cyan",
@@ -217,8 +218,15 @@ def _detail(event: Event) -> str:
     if event.type in (EventType.APPROVAL_GRANTED, EventType.APPROVAL_REJECTED):
         note = f": {d['note']}" if d.get("note") else ""
         return f"by {d.get('approver')}{note}"
+    if event.type is EventType.SAGA_RESUMED and d.get("from") is not None:
+        settled = ", ".join(str(i) for i in d.get("settled", ())) or "none"
+        return (
+            f"by {d.get('by')} from step {d['from']} (settled by hand: {settled}): {d.get('why')}"
+        )
     if event.type in (EventType.SAGA_RESUMED, EventType.SAGA_RESOLVED):
         return f"by {d.get('by')}: {d.get('why')}"
+    if event.type is EventType.SAGA_FORKED:
+        return f"into {d.get('fork')} by {d.get('by')}: {d.get('why')}"
     if event.type is EventType.UNDO_SUCCEEDED and d.get("note"):
         return f"note: {d['note']}"
     if event.type is EventType.UNDO_PARTIAL:

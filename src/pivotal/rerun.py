@@ -56,6 +56,21 @@ def refusal(state: SagaState, now: float) -> str | None:
             (r for r in state.steps if r.undo_status is UndoStatus.DEAD_LETTERED),
             "a person settles it first",
         ),
+        *still_landing(state, now),
+    ]
+    if not reasons:
+        return None
+    return (
+        f"saga {state.saga_id} does not run its plan again: {'; '.join(reasons)} "
+        "(a new saga would do all of its work a second time)"
+    )
+
+
+def still_landing(state: SagaState, now: float) -> list[str]:
+    """What of ``state`` may still take effect at ``now`` (the ledger's clock), one phrase
+    each: an undo that has not ended, an attempt of a step or of its undo whose doubt window
+    is open. Empty when nothing may land any more."""
+    return [
         *_listed(
             "undo not ended",
             (r for r in state.steps if r.undo_status in _UNDO_UNENDED),
@@ -72,12 +87,6 @@ def refusal(state: SagaState, now: float) -> str | None:
             if r.undo_doubt_until is not None and now < r.undo_doubt_until
         ),
     ]
-    if not reasons:
-        return None
-    return (
-        f"saga {state.saga_id} does not run its plan again: {'; '.join(reasons)} "
-        "(a new saga would do all of its work a second time)"
-    )
 
 
 def _listed(what: str, steps: Iterable[StepRecord], why: str) -> list[str]:

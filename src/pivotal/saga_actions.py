@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from pivotal.engine import point_of_no_return
 from pivotal.errors import InvalidInput, SagaConflict, SagaNotFound
+from pivotal.fork import Edit
+from pivotal.fork import refusal as fork_refusal
 from pivotal.principals import canonical_person
 from pivotal.redaction import redact
 from pivotal.rerun import refusal
@@ -69,15 +71,29 @@ async def abort(
         raise SagaNotAbortable(exc.message) from None
 
 
+async def fork(
+    orchestrator: Orchestrator, saga_id: str, edits: list[Edit], by: str, reason: str
+) -> SagaState:
+    """Fork the saga (``Orchestrator.fork``) for ``by``, with a reason that says something
+    (``reason_of``): recorded on both sagas."""
+    why = reason_of(reason, "forking a saga")
+    return await orchestrator.fork(saga_id, edits, by, why)
+
+
 def offered(state: SagaState, now: float) -> dict[str, bool]:
     """Which of these actions a page offers for the saga at ``now`` (the ledger's clock):
     ``abort`` while it is submitted or running and has not begun its point of no return,
-    ``rerun`` when ``pivotal.rerun.refusal`` has no objection. Only a hint for the buttons:
-    the orchestrator decides when one is pressed."""
+    ``rerun`` when ``pivotal.rerun.refusal`` has no objection, ``fork`` when
+    ``pivotal.fork.refusal`` has none. Only a hint for the buttons: the orchestrator decides
+    when one is pressed."""
     pnr = point_of_no_return(state)
     before_pivot = pnr is None or state.steps[pnr].status is StepStatus.PENDING
     running = state.status in (SagaStatus.SUBMITTED, SagaStatus.RUNNING)
-    return {"abort": running and before_pivot, "rerun": refusal(state, now) is None}
+    return {
+        "abort": running and before_pivot,
+        "rerun": refusal(state, now) is None,
+        "fork": fork_refusal(state, now) is None,
+    }
 
 
 def events_document(stored: StoredSaga, events: Sequence[Event]) -> dict[str, Any]:

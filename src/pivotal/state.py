@@ -87,6 +87,7 @@ class EventType(StrEnum):
     SAGA_NEEDS_HUMAN = "saga_needs_human"
     SAGA_RESUMED = "saga_resumed"  # a person fixed the cause; the saga goes on
     SAGA_RESOLVED = "saga_resolved"  # a person settled it outside; it ends here
+    SAGA_FORKED = "saga_forked"  # its plan, edited, was submitted as a new saga (a note)
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,8 +483,27 @@ def _changes(s: SagaState, event: Event) -> dict[str, Any]:
                 next_attempt_at=due,
                 doubt_until=doubt,
             )
+        # Resumed from a step: the steps before it that had not succeeded were settled by
+        # the person who resumed it, outside (``engine.resuming``): they count as done.
+        outcomes = s.outcomes
+        for i in d.get("settled", ()):
+            outcomes += 1
+            steps[i] = replace(
+                steps[i],
+                status=StepStatus.SUCCEEDED,
+                result={"settled_by": d.get("by"), "why": d.get("why")},
+                error=None,
+                next_attempt_at=None,
+                doubt_until=None,
+                seq=outcomes,
+            )
         resumed = SagaStatus(d["status"])
-        return {"steps": tuple(steps), "status": resumed, "reason": d.get("saga_reason")}
+        return {
+            "steps": tuple(steps),
+            "status": resumed,
+            "reason": d.get("saga_reason"),
+            "outcomes": outcomes,
+        }
     if t is EventType.COMPENSATION_STARTED:
         since = event.at if s.compensating_since is None else s.compensating_since
         return {
@@ -493,6 +513,8 @@ def _changes(s: SagaState, event: Event) -> dict[str, Any]:
         }
     if t in _ENDINGS:
         return {"status": _ENDINGS[t], "reason": d.get("reason", s.reason)}
+    if t is EventType.SAGA_FORKED:
+        return {}  # a note on a finished saga: nothing of it changes
     raise ValueError(f"unknown event type {t!r}")
 
 

@@ -36,6 +36,7 @@ EVERY_COMMAND = {
     "sagas resolve": "sagas",
     "sagas abort": "sagas",
     "sagas rerun": "sagas",
+    "sagas fork": "sagas",
     "sagas events": "sagas",
     "sagas bulk": "bulk",
     "approvals list": "approvals",

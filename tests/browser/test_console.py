@@ -1,7 +1,8 @@
 """The operator's console in a real browser (Chromium through Playwright) against ``pivotal
 serve``'s app under uvicorn, one test per capability: search and filter the sagas (and page
 through them), read why a saga failed (its traceback and its retries, folded), abort a saga
-before its pivot, run a compensated plan again, download a saga's events, the pictures
+before its pivot, run a compensated plan again, fork a completed one with an argument
+changed, resume a parked one from a step, download a saga's events, the pictures
 under the Content-Security-Policy, the workers page, and a saga's page following long work
 as it reports its progress, until it comes to rest.
 
@@ -514,6 +515,84 @@ def test_an_operator_aborts_every_saga_of_a_search_after_confirming_the_count(
         "chk-5103": "compensating",
         "chk-5104": "compensated",
     }
+
+
+def test_an_operator_forks_a_completed_saga_with_fewer(
+    console: Console, page: sync_api.Page, tmp_path: Path
+) -> None:
+    open_order(console, "5006")
+
+    async def completed(orch: Orchestrator) -> SagaState:
+        return await orch.execute(checkout("5006"), saga_id="chk-5006")
+
+    assert console.run(completed).status is SagaStatus.COMPLETED
+    shop = create_app(console.commerce)  # the customer asks for one: the order changed
+    lines = [{"sku": "sku-1", "quantity": 1}]
+    shop.services.order("5006", customer="c-5006", amount="24.95", lines=lines)
+    shop.services.close()
+    console.serve()
+    console.open(page, Role.OPERATOR, "/ui/sagas/chk-5006")
+    expect(page.get_by_role("button", name="Run this plan again")).to_have_count(0)
+    page.get_by_label("Changes, one per line").fill("0.quantity=1\ncharge_payment.amount=24.95")
+    page.get_by_label("Reason to fork").fill("the customer asked for one lamp, not two")
+    page.screenshot(path=str(tmp_path / "fork-form.png"), full_page=True)
+    page.get_by_role("button", name="Fork with these changes").click()
+
+    expect(page).to_have_url(re.compile(r"/ui/sagas/fk_[0-9a-f]{32}\?notice=forked$"))
+    expect(page.get_by_role("status")).to_contain_text("Forked into this new saga")
+    expect(page.locator("#forked-from")).to_contain_text(
+        "Forked from chk-5006 by olu: the customer asked for one lamp, not two"
+    )
+    expect(page.locator("#forked-from li")).to_have_count(2)
+    expect(page.locator("#live-head .status").first).to_have_text("submitted")
+    page.screenshot(path=str(tmp_path / "fork-new.png"), full_page=True)
+    page.locator("#forked-from").get_by_role("link", name="chk-5006").click()
+    expect(page.locator("#timeline tr.e-saga_forked")).to_contain_text("by olu")
+    page.screenshot(path=str(tmp_path / "fork-original.png"), full_page=True)
+    console.quiet()
+
+
+def test_an_operator_resumes_a_parked_saga_from_a_step(
+    console: Console, page: sync_api.Page, tmp_path: Path
+) -> None:
+    shop = create_app(console.commerce)
+    recipient = "customer-5007@example.com"
+    line = {"sku": "lamp", "quantity": 1}
+    shop.services.order(
+        "5007", customer="c-5007", amount="120.00", lines=[line], warehouse="B", recipient=recipient
+    )
+    shop.services.faults.always("ship", Fault.PERMANENT)  # the carrier refuses it
+    shop.services.close()
+    pay = {"order_id": "5007", "amount": "120.00"}
+    plan = parse_plan(
+        {
+            "catalogue": "fulfilment",
+            "steps": [
+                {"name": "reserve_stock", "args": {"order_id": "5007", **line, "warehouse": "B"}},
+                {"name": "authorize_payment", "args": pay},
+                {"name": "capture_payment", "args": pay},
+                {"name": "create_shipment", "args": {"order_id": "5007", "warehouse": "B"}},
+                {"name": "send_confirmation", "args": {"order_id": "5007", "recipient": recipient}},
+            ],
+        }
+    )
+
+    async def ship(orch: Orchestrator) -> SagaState:
+        return await orch.execute(plan, saga_id="ful-5007")
+
+    assert console.run(ship).status is SagaStatus.NEEDS_HUMAN
+    console.serve()
+    console.open(page, Role.OPERATOR, "/ui/sagas/ful-5007")
+    page.get_by_label("Reason to resume").fill("shipped by hand with another carrier")
+    page.get_by_label("Go on from").select_option("4")
+    page.screenshot(path=str(tmp_path / "resume-form.png"), full_page=True)
+    page.get_by_role("button", name="Resume").click()
+
+    expect(page).to_have_url(f"{console.url}/ui/sagas/ful-5007?notice=resumed")
+    expect(page.locator("#timeline tr.e-saga_resumed")).to_contain_text(
+        "from step 4 (settled by hand: 3)"
+    )
+    page.screenshot(path=str(tmp_path / "resume-done.png"), full_page=True)
     console.quiet()
 
 

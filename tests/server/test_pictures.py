@@ -368,3 +368,42 @@ def test_a_call_in_progress_runs_on_until_now() -> None:
     ]
     at_rest = replay(done)
     assert str(timeline_svg(at_rest, done, T0 + 600)) == str(timeline_svg(at_rest, done))
+
+
+def test_a_step_settled_by_hand_is_marked_and_a_fork_noted() -> None:
+    """Resumed from step 2: step 1, whose shipment failed, was settled by a person (a mark
+    on its lane, saying who); the saga's fork is noted on its own lane."""
+    state, timeline, _, _ = drawn(
+        [
+            submitted(
+                ("pay", "pivot", None), ("ship", "retriable", None), ("mail", "retriable", None)
+            ),
+            Event(EventType.STEP_STARTED, T0, 0, 1),
+            Event(EventType.STEP_SUCCEEDED, T0 + 1, 0),
+            Event(EventType.STEP_STARTED, T0 + 1, 1, 1),
+            Event(EventType.STEP_FAILED, T0 + 2, 1, 1, {"error": "carrier refused"}),
+            Event(EventType.SAGA_NEEDS_HUMAN, T0 + 2, data={"reason": "ship failed"}),
+            Event(
+                EventType.SAGA_RESUMED,
+                T0 + 60,
+                data={
+                    "by": "<b>ann</b>",
+                    "why": "shipped",
+                    "status": "running",
+                    "from": 2,
+                    "settled": [1],
+                    "steps": [],
+                },
+            ),
+            Event(EventType.STEP_STARTED, T0 + 61, 2, 1),
+            Event(EventType.STEP_SUCCEEDED, T0 + 62, 2),
+            Event(EventType.SAGA_COMPLETED, T0 + 62),
+            Event(EventType.SAGA_FORKED, T0 + 90, data={"fork": "fk_1", "by": "ann", "why": "x"}),
+        ]
+    )
+    assert state.status is SagaStatus.COMPLETED
+    assert state.steps[1].result == {"settled_by": "<b>ann</b>", "why": "shipped"}
+    marks = [p for p in lanes(timeline)[1].iter(f"{SVG}path") if "m-settled" in classes(p)]
+    assert len(marks) == 1
+    assert "settled by hand by <b>ann</b>" in tip(marks[0])  # escaped in the SVG's text
+    assert "forked" in ET.tostring(timeline, encoding="unicode")

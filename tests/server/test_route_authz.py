@@ -137,6 +137,9 @@ TABLE: dict[tuple[str, str], Row] = {
     ("POST", "/v1/sagas/bulk"): token(
         {OPERATOR}, "/v1/sagas/bulk", {"act": "abort", "dry_run": True}
     ),
+    ("POST", "/v1/sagas/{saga_id}/fork"): token(
+        {OPERATOR}, "/v1/sagas/nope/fork", {"set": {"0.quantity": 1}, "reason": "fewer"}
+    ),
     ("GET", "/v1/sagas/{saga_id}/events"): token(READERS, "/v1/sagas/nope/events"),
     ("GET", "/v1/report"): token({OPERATOR, VIEWER}, "/v1/report"),
     ("GET", "/v1/workers"): token(READERS, "/v1/workers"),
@@ -158,6 +161,9 @@ TABLE: dict[tuple[str, str], Row] = {
     ("POST", "/ui/sagas/{saga_id}/rerun"): page({OPERATOR}, Call("/ui/sagas/nope/rerun", {})),
     ("POST", "/ui/sagas/bulk"): page(
         {OPERATOR}, Call("/ui/sagas/bulk", {"act": "abort", "search": "status=running"} | WHY)
+    ),
+    ("POST", "/ui/sagas/{saga_id}/fork"): page(
+        {OPERATOR}, Call("/ui/sagas/nope/fork", {"changes": "0.quantity=1", "reason": "fewer"})
     ),
     ("GET", "/ui/needs-human"): page(READERS, Call("/ui/needs-human")),
     ("POST", "/ui/sagas/{saga_id}/{action}"): page(

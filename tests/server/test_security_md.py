@@ -24,6 +24,7 @@ POWER = {
     "abort": "abort",
     "rerun": "re-run",
     "bulk": "many sagas at once",
+    "fork": "fork",
     "events": "event log",
     "workers": "workers view",
     "report": "report",

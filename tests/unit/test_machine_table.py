@@ -20,6 +20,7 @@ from pivotal.engine.machine import (
     Outcome,
     Phase,
     Seen,
+    Standing,
     Tick,
     check_table,
     decide,
@@ -29,6 +30,11 @@ from pivotal.engine.machine import (
 
 C, R, S, U, G = Phase.CALLED, Phase.RESUMED, Phase.SETTLED, Phase.UNDOING, Phase.UNDO_GATE
 P, A = Phase.UNIT_ENDED, Phase.GATE
+BF, AF, XF = Phase.BEFORE_FROM, Phase.AT_FROM, Phase.AFTER_FROM
+DONE, NEW, NONE, DOUBT = Standing.SUCCEEDED, Standing.NOT_RUN, Standing.NO_EFFECT, Standing.IN_DOUBT
+BACK = Facts(compensating=True)
+LATE = Facts(compensable=False)  # a step after the point of no return: never undone
+PIVOT = Facts(compensable=False, is_pivot=True)
 
 # (phase, observation, facts, decision): the rules the reviews found broken, as rows
 CASES = [
@@ -98,6 +104,34 @@ CASES = [
     (A, Approval.APPROVED, Facts(expired=True), Do.EXPIRE),
     (A, Approval.REJECTED, Facts(), Do.STOP),
     (A, Approval.EXPIRED, Facts(expired=True), Do.STOP),
+    # a person resumes a parked saga from a step: a saga compensating goes back, never on
+    *((phase, seen, BACK, Do.REFUSE) for phase in (BF, AF, XF) for seen in Standing),
+    # before the step: what had not succeeded is settled by the person ...
+    (BF, DONE, Facts(), Do.KEEP),
+    (BF, NEW, LATE, Do.BY_HAND),
+    (BF, NONE, LATE, Do.BY_HAND),
+    (BF, DOUBT, LATE, Do.BY_HAND),
+    (BF, DOUBT, PIVOT, Do.BY_HAND),  # a person found the capture made, and it cannot land
+    # ... never while an attempt may still land, never before the point of no return
+    (BF, DOUBT, Facts(can_land=True, compensable=False), Do.REFUSE),
+    (BF, DOUBT, Facts(can_land=True, compensable=False, is_pivot=True), Do.REFUSE),
+    (BF, NEW, Facts(compensable=True), Do.REFUSE),
+    (BF, NONE, Facts(compensable=True), Do.REFUSE),
+    (BF, DOUBT, Facts(compensable=True), Do.REFUSE),
+    # ... and the point of no return is never passed by hand without having run
+    (BF, NEW, PIVOT, Do.REFUSE),
+    (BF, NONE, PIVOT, Do.REFUSE),
+    # the step itself runs, unless it is done or in doubt (nothing in doubt is called again)
+    (AF, NEW, Facts(), Do.GO),
+    (AF, NONE, Facts(), Do.GO),
+    (AF, DONE, Facts(), Do.REFUSE),
+    (AF, DOUBT, Facts(), Do.REFUSE),
+    (AF, DOUBT, Facts(can_land=False, repeatable=True), Do.REFUSE),
+    # after it: in their turn, unless one in doubt would be called again
+    (XF, DONE, Facts(), Do.KEEP),
+    (XF, NEW, Facts(), Do.KEEP),
+    (XF, NONE, Facts(), Do.KEEP),
+    (XF, DOUBT, Facts(), Do.REFUSE),
 ]
 
 
@@ -132,7 +166,9 @@ def test_every_declared_pair_answers_every_set_of_facts() -> None:
 
 def test_every_other_pair_is_impossible() -> None:
     declared = {(row.phase, row.seen) for row in TABLE}
-    everything = {(p, s) for p in Phase for s in (*End, *Found, *Tick, *Outcome, *Approval)}
+    everything = {
+        (p, s) for p in Phase for s in (*End, *Found, *Tick, *Outcome, *Approval, *Standing)
+    }
     assert declared | IMPOSSIBLE == everything
     assert not declared & IMPOSSIBLE
     for phase, seen in IMPOSSIBLE:

@@ -1,5 +1,6 @@
 """``pivotal sagas``: list and show sagas and their events; resume or resolve one parked for
-a person; abort one before its pivot; run a compensated one's plan again."""
+a person; abort one before its pivot; run a compensated one's plan again; fork a finished
+one (its plan with arguments changed, as a new saga)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,7 @@ from pivotal.cli._shared import (
     writing,
 )
 from pivotal.errors import SagaNotFound
+from pivotal.fork import parse_edit
 from pivotal.state import Event, SagaState
 from pivotal.store import Store, StoredSaga, count_rows
 from pivotal.store.search import MAX_LIMIT as MAX_SEARCH
@@ -67,7 +69,8 @@ from pivotal.terminal import printable
 
 sagas = new_group(
     "Inspect sagas; resume or resolve one that waits for a person; abort one before its "
-    "pivot; run a compensated plan again; act on every saga a search selects."
+    "pivot; run a compensated plan again, or a finished one with arguments changed (fork); "
+    "act on every saga a search selects."
 )
 
 
@@ -335,13 +338,26 @@ def sagas_resume(
     by: Who,
     reason: Why,
     run_now: Annotated[bool, typer.Option("--run", help="Run it in this process now.")] = False,
+    from_step: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            metavar="STEP",
+            help="Go on at STEP (its index from 0, or its name): you settled the steps "
+            "before it that had not succeeded by hand, and they are recorded so, with your "
+            "name and reason. Refused, recording nothing, when a step in doubt would be "
+            "called again, a step that may still land or one before the point of no return "
+            "would be settled by hand, or the point of no return passed without running.",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """A needs_human saga whose cause was fixed goes on, with the same keys."""
+    """A needs_human saga whose cause was fixed goes on, with the same keys (with --from:
+    at that step, the steps before it settled by you)."""
 
     async def work() -> SagaState:
         async with writing(settings_of(ctx), "sagas resume") as orch:
-            return await orch.resume(saga_id, by, reason, run=run_now)
+            return await orch.resume(saga_id, by, reason, run=run_now, from_step=from_step)
 
     print_outcome(run(work()), as_json)
 
@@ -392,6 +408,41 @@ def sagas_rerun(ctx: typer.Context, saga_id: SagaId, by: Who, as_json: JsonFlag 
             return await orch.rerun(saga_id, by)
 
     print_outcome(run(work()), as_json, rerun_of=brief(saga_id))
+
+
+@sagas.command("fork")
+def sagas_fork(
+    ctx: typer.Context,
+    saga_id: SagaId,
+    by: Who,
+    reason: Why,
+    edits: Annotated[
+        list[str],
+        typer.Option(
+            "--set",
+            metavar="STEP.ARGUMENT=VALUE",
+            help="An argument to change (repeat it): STEP is a call's index from 0 or the "
+            "name of a step the plan calls once; VALUE is JSON, and text that is not JSON "
+            "is a string (quote it to keep '\"123\"' a string), and a number for an "
+            "argument the plan gives as text stays text. E.g. --set 2.amount=1500 "
+            "--set reserve_stock.sku=B-7.",
+        ),
+    ],
+    as_json: JsonFlag = False,
+) -> None:
+    """Submit the plan of a finished saga (completed, compensated, compensation_failed,
+    resolved) with arguments changed, as a new saga: validated against today's facts and
+    approved anew, and whoever forked it may not approve it. It makes every effect of its
+    plan anew, even those the first saga made and kept (a completed saga's fork charges,
+    reserves and ships again). The reason is recorded on both sagas. Asked again by the
+    same person with the same changes, it prints the same saga; a worker runs it."""
+
+    async def work() -> SagaState:
+        parsed = [parse_edit(e) for e in edits]
+        async with writing(settings_of(ctx), "sagas fork") as orch:
+            return await saga_actions.fork(orch, saga_id, parsed, by, reason)
+
+    print_outcome(run(work()), as_json, forked_from=brief(saga_id))
 
 
 @sagas.command("events")

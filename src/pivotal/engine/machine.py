@@ -8,6 +8,8 @@ no row is ``Impossible``, and so is a set of facts no row of theirs accepts.
 
 The driver (``pivotal.engine.driver``) carries each decision out on every path that reaches it:
 a first call, a retry, a pass resumed after a crash, compensation, a dead letter's retry.
+A person resuming a parked saga from a step is asked of the same table, step by step
+(``BEFORE_FROM``, ``AT_FROM``, ``AFTER_FROM``: ``pivotal.engine.resuming``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ class Phase(StrEnum):
     UNDO_GATE = "undo_gate"  # an undo is about to be called
     UNIT_ENDED = "unit_ended"  # a step of the unit ended failed, or with its outcome unknown
     GATE = "gate"  # the unit is the one a person's approval gates; its approval as it stands
+    # a person resumes a parked saga from a step: each step, by where it is from that step
+    BEFORE_FROM = "before_from"  # before it: settled by the person, unless it succeeded
+    AT_FROM = "at_from"  # the step itself: the saga goes on here
+    AFTER_FROM = "after_from"  # after it: runs in its turn
 
 
 class End(StrEnum):
@@ -77,7 +83,16 @@ class Approval(StrEnum):
     EXPIRED = "expired"
 
 
-Seen = End | Found | Tick | Outcome | Approval
+class Standing(StrEnum):
+    """Where a step of a parked saga stands when a person resumes the saga from a step."""
+
+    SUCCEEDED = "succeeded"
+    NOT_RUN = "not_run"  # never called
+    NO_EFFECT = "no_effect"  # failed, or waits for a retry: provably no effect
+    IN_DOUBT = "in_doubt"  # an attempt may have taken effect (unknown, started, or retried)
+
+
+Seen = End | Found | Tick | Outcome | Approval | Standing
 
 
 class Do(StrEnum):
@@ -102,6 +117,9 @@ class Do(StrEnum):
     WAIT_FOR_PERSON = "wait_for_person"  # the pass ends; the decision resumes it
     EXPIRE = "expire"  # record the approval expired and begin compensation
     STOP = "stop"  # nothing to run: the saga is compensating already
+    KEEP = "keep"  # leave the step as it stands
+    BY_HAND = "by_hand"  # record the step settled by the person who resumes the saga
+    REFUSE = "refuse"  # refuse the person's request, with the reason; nothing is recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +140,7 @@ class Facts:
     is_pivot: bool = False  # the step is the point of no return
     needed: bool = False  # the approval policy asks a person (a failing policy does too)
     expired: bool = False  # the approval's expiry has passed on the ledger's clock
+    compensating: bool = False  # the saga was compensating when it was parked
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,7 +327,88 @@ def _rows() -> tuple[Row, ...]:
         Row(G, Tick.NOW, ("undo_can_land",), Do.WAIT, "an earlier undo attempt may still run"),
         Row(G, Tick.NOW, (), Do.GO, "nothing of the step can land any more"),
     ]
+    rows += _resume_from_rows()
     return tuple(rows)
+
+
+def _resume_from_rows() -> list[Row]:
+    """A person resumes a parked saga from a step, declaring the steps before it that did
+    not succeed settled by hand: what becomes of each step, or why the request is refused.
+    Nothing in doubt is called again, nothing that may still land is settled by hand, and
+    nothing before the point of no return (which Pivotal would have to undo) is either."""
+    B, F, A = Phase.BEFORE_FROM, Phase.AT_FROM, Phase.AFTER_FROM
+    back = "it was compensating when parked: it goes back, never on from a step"
+    rows = [Row(p, s, ("compensating",), Do.REFUSE, back) for p in (B, F, A) for s in Standing]
+    unsettled = (Standing.NOT_RUN, Standing.NO_EFFECT, Standing.IN_DOUBT)
+    rows += [
+        Row(B, Standing.SUCCEEDED, (), Do.KEEP, "it succeeded: nothing to settle"),
+        Row(
+            B,
+            Standing.IN_DOUBT,
+            ("can_land",),
+            Do.REFUSE,
+            "an attempt of it may still land: settled by hand as well, its effect could be "
+            "made twice; ask again once it cannot land",
+        ),
+        *(
+            Row(
+                B,
+                s,
+                ("compensable",),
+                Do.REFUSE,
+                "it comes before the point of no return: settled by hand, its effect could "
+                "never be undone by the saga",
+            )
+            for s in unsettled
+        ),
+        Row(
+            B,
+            Standing.NOT_RUN,
+            ("is_pivot",),
+            Do.REFUSE,
+            "it is the point of no return and never ran: it is not passed by hand, past "
+            "its approval and its re-check",
+        ),
+        Row(
+            B,
+            Standing.NO_EFFECT,
+            ("is_pivot",),
+            Do.REFUSE,
+            "it is the point of no return and took no effect: it is not passed by hand, "
+            "past its approval and its re-check",
+        ),
+        *(Row(B, s, (), Do.BY_HAND, "the person settled it outside") for s in unsettled),
+        Row(
+            F,
+            Standing.SUCCEEDED,
+            (),
+            Do.REFUSE,
+            "it succeeded already: name the first step to run again",
+        ),
+        Row(
+            F,
+            Standing.IN_DOUBT,
+            (),
+            Do.REFUSE,
+            "an attempt of it may have taken effect: called again from here, it could be "
+            "made twice; resume from the step after it (it is settled by hand), or without "
+            "a step (it is settled by its lookup once it cannot land)",
+        ),
+        Row(F, Standing.NOT_RUN, (), Do.GO, "the saga goes on here"),
+        Row(F, Standing.NO_EFFECT, (), Do.GO, "it took no effect: the saga goes on here"),
+        Row(
+            A,
+            Standing.IN_DOUBT,
+            (),
+            Do.REFUSE,
+            "an attempt of it may have taken effect: the saga would call it again",
+        ),
+        *(
+            Row(A, s, (), Do.KEEP, "it runs in its turn")
+            for s in (Standing.SUCCEEDED, Standing.NOT_RUN, Standing.NO_EFFECT)
+        ),
+    ]
+    return rows
 
 
 TABLE: tuple[Row, ...] = _rows()
@@ -320,7 +420,7 @@ for _row in TABLE:
 IMPOSSIBLE: frozenset[tuple[Phase, Seen]] = frozenset(
     (phase, seen)
     for phase in Phase
-    for seen in (*End, *Found, *Tick, *Outcome, *Approval)
+    for seen in (*End, *Found, *Tick, *Outcome, *Approval, *Standing)
     if (phase, seen) not in _BY_KEY
 )
 

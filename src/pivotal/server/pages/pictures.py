@@ -142,6 +142,7 @@ _SAGA_MARKS = {
     EventType.SAGA_COMPENSATION_FAILED: ("compensation failed", "#b42318"),
     EventType.SAGA_NEEDS_HUMAN: ("needs a person", "#6927b0"),
     EventType.SAGA_RESOLVED: ("resolved", INK),
+    EventType.SAGA_FORKED: ("forked", INK),
 }
 
 
@@ -228,6 +229,13 @@ class _Timeline:
                 for i in e.data.get("steps", ()) or ():
                     if isinstance(i, int) and 0 <= i < len(self.lanes):
                         self.waiting[(i, False)] = (e.at, "worker", None, "resumed by a person")
+                by = clean(str(e.data.get("by") or "?"), LABEL)
+                for i in e.data.get("settled", ()) or ():
+                    if isinstance(i, int) and 0 <= i < len(self.lanes):
+                        self.close_wait(i, False, e.at)
+                        self.mark(i, "settled", e, f"settled by hand by {by}")
+            elif t is EventType.SAGA_FORKED:
+                pass  # a note on a finished saga: no worker is awaited, none was
             else:  # it ended: no worker is awaited
                 self.any_start = None
             return

@@ -30,6 +30,7 @@ from pivotal.errors import (
     SagaNotParked,
     VersionConflict,
 )
+from pivotal.fork import parse_edit
 from pivotal.four_eyes import why_not
 from pivotal.planning.escalations import resolve_escalation
 from pivotal.principals import Role
@@ -488,6 +489,8 @@ async def _saga_values(ctx: Context, saga_id: str) -> dict[str, Any] | None:
 NOTICES |= {
     "aborted": "Aborted: a worker runs the undos.",
     "rerun": "Submitted again as this new saga: a worker runs it (approval applies anew).",
+    "forked": "Forked into this new saga, its arguments changed: a worker runs it (approval "
+    "applies anew, and not by you).",
 }
 
 
@@ -532,6 +535,34 @@ async def rerun_saga(request: Request, saga_id: str) -> Response:
     except (InvalidInput, SagaConflict) as exc:
         return refused(request, who, 409, exc.message)
     return to(f"/ui/sagas/{quote(state.saga_id, safe='')}?notice=rerun")
+
+
+@router.post("/sagas/{saga_id}/fork")
+async def fork_saga(request: Request, saga_id: str) -> Response:
+    who = await _who(request, (Role.OPERATOR,))
+    if not isinstance(who, Viewer):
+        return who
+    form = await _form(request, who)
+    if not isinstance(form, FormData):
+        return form
+    changes, reason = form.get("changes"), form.get("reason")
+    lines = changes.splitlines() if isinstance(changes, str) else []
+    try:
+        edits = [parse_edit(line) for line in lines if line.strip()][:100]
+        given = reason if isinstance(reason, str) else ""
+        state = await saga_actions.fork(_ctx(request).orchestrator, saga_id, edits, who.name, given)
+    except SagaNotFound:
+        return refused(request, who, 404, "There is no such saga.")
+    except PlanRejected as exc:
+        found = "; ".join(f"{e.where()}: {e.message}" for e in exc.errors[:5])
+        return refused(request, who, 400, f"The changed plan does not validate: {found}.")
+    except (RolloutRefused, RolloutShadowed) as exc:  # an operator reads why
+        return refused(request, who, 409, f"{exc.message} ({exc.detail})")
+    except InvalidInput as exc:
+        return refused(request, who, 400, f"{exc.message}; nothing was forked.")
+    except (SagaConflict, VersionConflict) as exc:  # SagaNotForkable: why not
+        return refused(request, who, 409, f"{exc.message}; nothing was forked.")
+    return to(f"/ui/sagas/{quote(state.saga_id, safe='')}?notice=forked")
 
 
 @router.get("/sagas/{saga_id}/events.json")
@@ -662,13 +693,17 @@ async def parked(request: Request, saga_id: str, action: str) -> Response:
     if reason is None:
         return refused(request, who, 400, f"To {action} a saga needs a reason.")
     orch = _ctx(request).orchestrator
+    start = form.get("from")  # resume only: go on at this step, those before settled
     try:
         if action == "resume":
-            await orch.resume(saga_id, who.name, reason, run=False)
+            step = start.strip() if isinstance(start, str) and start.strip() else None
+            await orch.resume(saga_id, who.name, reason, run=False, from_step=step)
         else:
             await orch.resolve(saga_id, who.name, reason)
     except SagaNotFound:
         return refused(request, who, 404, "There is no such saga.")
-    except (SagaNotParked, VersionConflict) as exc:
+    except InvalidInput as exc:
+        return refused(request, who, 400, f"{exc.message}; nothing was recorded.")
+    except (SagaNotParked, SagaConflict, VersionConflict) as exc:  # ResumeFromRefused: why
         return refused(request, who, 409, str(exc))
     return to(f"/ui/sagas/{saga_id}?notice={'resumed' if action == 'resume' else 'resolved'}")

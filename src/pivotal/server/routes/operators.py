@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pivotal import bulk, saga_actions, saga_ids
 from pivotal.errors import RolloutRefused, RolloutShadowed
+from pivotal.fork import Edit, parse_edit
 from pivotal.principals import Role
 from pivotal.server import views
 from pivotal.server.auth import READERS, Principal, allow
@@ -35,6 +36,15 @@ class Why(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str = Field(min_length=1, max_length=4000, description="Why (recorded).")
+
+
+class Resume(Why):
+    from_step: int | str | None = Field(
+        default=None,
+        alias="from",
+        description="Go on at this step (its index from 0, or its name): the steps before "
+        "it that had not succeeded were settled by hand, by the caller.",
+    )
 
 
 class Settled(Why):
@@ -136,9 +146,18 @@ async def resolve_escalation(
 @router.post(
     "/sagas/{saga_id}/resume", response_model=views.Outcome, responses=responses(404, 409, 413)
 )
-async def resume(ctx: Ctx, who: Operator, saga_id: str, body: Why) -> dict[str, Any]:
-    """A needs_human saga whose cause was fixed goes on (in a worker), with the same keys."""
-    state = await ctx.orchestrator.resume(saga_id, who.name, body.reason, run=False)
+async def resume(ctx: Ctx, who: Operator, saga_id: str, body: Resume) -> dict[str, Any]:
+    """A needs_human saga whose cause was fixed goes on (in a worker), with the same keys.
+    With ``from`` (a step's index from 0, or its name) the caller declares the steps before
+    it that had not succeeded settled by hand, and the saga goes on at that step: 409
+    ``resume_from_refused``, with every reason and nothing recorded, when the saga machine
+    does not allow it (a step in doubt would be called again, a step that may still land
+    or one before the point of no return would be settled by hand, the point of no return
+    passed without running)."""
+    start = None if body.from_step is None else str(body.from_step)
+    state = await ctx.orchestrator.resume(
+        saga_id, who.name, body.reason, run=False, from_step=start
+    )
     return views.outcome(state)
 
 
@@ -246,6 +265,54 @@ async def rerun(ctx: Ctx, who: Operator, saga_id: str) -> dict[str, Any] | JSONR
         body = error_body(exc.code, exc.message, detail=exc.detail)
         return JSONResponse(body, status_code=status_of(exc))
     return views.outcome(state) | {"rerun_of": saga_id}
+
+
+class ForkRequest(Why):
+    set: dict[str, Any] = Field(
+        min_length=1,
+        max_length=100,
+        description='The arguments to change: ``{"STEP.ARGUMENT": value}``, STEP a '
+        "call's index from 0 or the name of a step the plan calls once; each value as the "
+        "argument takes it (JSON).",
+    )
+
+
+@router.post(
+    "/sagas/{saga_id}/fork",
+    status_code=201,
+    response_model=views.Outcome,
+    responses={
+        202: {"description": "The catalogue's rollout kept the plan in shadow: no saga."},
+        **responses(404, 409, 413, 422),
+    },
+)
+async def fork(
+    ctx: Ctx, who: Operator, saga_id: str, body: ForkRequest
+) -> dict[str, Any] | JSONResponse:
+    """The plan of a finished saga with arguments changed, submitted as a new saga
+    (``provenance.forked_from`` points back, with who, why and each change; the first saga
+    notes ``saga_forked``): validated against today's facts, rolled out and approved anew,
+    and the caller may not approve it. It makes every effect of its plan anew. The same
+    request again answers the same fork. 409 ``saga_not_forkable`` for a saga not finished
+    or with something still able to land; 422 ``plan_rejected`` for edits that do not
+    validate, nothing recorded."""
+    edits = [Edit(*_target(key), value) for key, value in body.set.items()]
+    try:
+        state = await saga_actions.fork(ctx.orchestrator, saga_id, edits, who.name, body.reason)
+    except RolloutShadowed as exc:  # as POST /v1/sagas answers it, and why, for a person
+        shadow = {"shadowed": True, "code": exc.code, "run_id": exc.run_id}
+        told = {"message": exc.message, "detail": exc.detail}
+        return JSONResponse(shadow | told, status_code=202)
+    except RolloutRefused as exc:
+        refused = error_body(exc.code, exc.message, detail=exc.detail)
+        return JSONResponse(refused, status_code=status_of(exc))
+    return views.outcome(state) | {"forked_from": saga_id}
+
+
+def _target(key: str) -> tuple[str, str]:
+    """``STEP.ARGUMENT`` as its two parts (``InvalidInput`` when it is not)."""
+    edit = parse_edit(f"{key}=null")
+    return edit.step, edit.argument
 
 
 @router.get("/sagas/{saga_id}/events", response_model=EventLog, responses=responses(404))
