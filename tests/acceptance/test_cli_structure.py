@@ -30,6 +30,7 @@ EVERY_COMMAND = {
     "escalations resolve": "planning",
     "shadow run": "planning",
     "shadow report": "planning",
+    "shadow show": "planning",
     "sagas list": "sagas",
     "sagas show": "sagas",
     "sagas resume": "sagas",
