@@ -30,7 +30,9 @@ class Cli:
         self.ledger = tmp / "ledger.db"
         self.url = url or f"sqlite:///{self.ledger}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PIVOTAL_")}
-        self.env |= {"COLUMNS": "250", "PYTHONPATH": str(tmp), "NO_COLOR": "1"}
+        # the app's folder first; then whatever PYTHONPATH the tests run with (a source tree)
+        path = os.pathsep.join(p for p in (str(tmp), os.environ.get("PYTHONPATH")) if p)
+        self.env |= {"COLUMNS": "250", "PYTHONPATH": path, "NO_COLOR": "1"}
         self.procs: list[subprocess.Popen[str]] = []
 
     def prefix(self, app: str | None) -> list[str]:

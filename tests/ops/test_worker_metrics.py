@@ -175,5 +175,6 @@ def test_a_metrics_port_in_use_is_a_clear_error(tmp_path: Path, env: dict[str, s
             check=False,
         )
     assert done.returncode != 0
-    assert "metrics_endpoint_failed" in done.stderr
+    assert done.returncode == 2
+    assert f"error [port_in_use]: 127.0.0.1:{port} is in use" in done.stderr
     assert "Traceback" not in done.stderr

@@ -25,6 +25,7 @@ import typer
 
 from pivotal.cli._shared import JsonFlag, Settings, brief, check_ledger, settings_of
 from pivotal.errors import AppLoadError, InvalidInput, PivotalError
+from pivotal.listeners import bind
 from pivotal.store import open_store, sqlite_path
 
 Say = Callable[..., None]  # say(event, message, **fields)
@@ -108,6 +109,7 @@ def dev(
         check_ledger(settings, create=True)
         with settings.loaded_app(writes="dev"):
             return say("dev_checked", "the app loads: pivotal dev would serve it", check=True)
+    bind(host, port).close()  # a port another process holds: said now, not by a child
     relay = [a for spec in relay_callable or () for a in ("--relay-callable", spec)]
     serve = [*base, "serve", "--host", host, "--port", str(port)]
     signal.signal(signal.SIGTERM, _interrupt)

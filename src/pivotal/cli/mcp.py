@@ -93,7 +93,7 @@ def mcp(
             import uvicorn
 
             from pivotal.cli.serve import uvicorn_config
-            from pivotal.listeners import listener
+            from pivotal.listeners import bind, listener
             from pivotal.server.edge import Edge
 
             edge = Edge(
@@ -103,6 +103,7 @@ def mcp(
                 min_body_rate=min_body_rate,
                 header_timeout=header_timeout,
             )
+            sock = bind(host, port)
             app = listener("mcp").build(orch, edge, host=host, port=port, version=pivotal_version())
             if as_json:
                 url = f"http://{host}:{port}{PATH}"
@@ -115,7 +116,8 @@ def mcp(
                 settings.ledger,
                 extra={"fields": {"event": "mcp_starting", "transport": "http"}},
             )
-            await uvicorn.Server(uvicorn_config(app, host, port)).serve()
+            with sock:
+                await uvicorn.Server(uvicorn_config(app, host, port)).serve(sockets=[sock])
 
     with configure_logging(log_format):
         run(work())

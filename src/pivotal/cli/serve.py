@@ -216,7 +216,10 @@ def serve(
             )
             import uvicorn
 
+            from pivotal.listeners import bind
             from pivotal.observability.tracing import Tracing
+
+            sock = bind(host, port)
 
             tracing = next((o for o in orch.telemetry.observers if isinstance(o, Tracing)), None)
             config = uvicorn_config(
@@ -227,7 +230,8 @@ def serve(
                 keep_alive=keep_alive_timeout,
                 limit_concurrency=limit_concurrency,
             )
-            await uvicorn.Server(config).serve()
+            with sock:
+                await uvicorn.Server(config).serve(sockets=[sock])
 
     with configure_logging(log_format):
         run(work())
