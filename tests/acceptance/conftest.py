@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cli_harness import PIVOTAL, InProcess
+from cli_harness import PIVOTAL, InProcess, make_ledger
 
 from pivotal import SagaState, replay
 from pivotal.store import open_store
@@ -138,15 +138,20 @@ class Cli:
 
 @pytest.fixture
 def inproc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> InProcess:
-    """The command line in this process, in ``tmp_path`` (also its working folder)."""
+    """The command line in this process, in ``tmp_path`` (also its working folder), over
+    the ledger ``tmp_path/ledger.db``, made."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    return InProcess(tmp_path)
+    runner = InProcess(tmp_path)
+    make_ledger(runner.url)
+    return runner
 
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
+    """The console script over the ledger ``tmp_path/ledger.db``, made."""
     runner = Cli(tmp_path)
+    make_ledger(runner.url)
     yield runner
     runner.stop_all()
 
@@ -156,5 +161,6 @@ def any_cli(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cli]:
     """The same commands against a SQLite file, then against a fresh PostgreSQL database."""
     url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
     runner = Cli(tmp_path, url)
+    make_ledger(runner.url)
     yield runner
     runner.stop_all()

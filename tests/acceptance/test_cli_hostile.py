@@ -286,7 +286,7 @@ def can_mount_read_only() -> bool:
     return probe.returncode == 0
 
 
-@pytest.mark.skipif(not can_mount_read_only(), reason="needs user namespaces (unshare -rm)")
+@pytest.mark.skipif(not can_mount_read_only(), reason="user namespaces are not available")
 def test_a_ledger_on_a_read_only_filesystem_is_an_error(tmp_path: Path) -> None:
     """The folder is bind-mounted read-only in a private mount namespace: SQLite cannot
     create the ledger, nor switch an existing one to WAL."""

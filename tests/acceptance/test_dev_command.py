@@ -186,7 +186,9 @@ def running(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+@pytest.mark.skipif(
+    not Path("/proc/self/stat").exists(), reason="this system has no process table to read (/proc)"
+)
 def test_no_server_or_worker_outlives_a_dev_killed_with_sigkill(dev: tuple[Dev, str]) -> None:
     running_dev, url = dev
     running_dev.wait_for(re.escape(f"Open {url}/ui/login"))

@@ -23,8 +23,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from pivotal.clock import Clock, SystemClock
 from pivotal.errors import PivotalError
-from pivotal.listeners import bind
 from pivotal.observability.metrics import PivotalMetrics
+from pivotal.ports import bind
 from pivotal.principals import Role
 from pivotal.server.edge import Edge, caller_gate, default_hosts, ledger_tokens, mount
 from pivotal.store.base import Store

@@ -18,13 +18,17 @@ TEXT = "ship from the closer warehouse, I expect something for the delay"
 def pivotal(
     tmp: Path, *args: str, env: dict[str, str] | None = None, example: bool = True
 ) -> tuple[int, str, str]:
-    """The CLI on ``tmp/ledger.db``; the bundled example is chosen on purpose unless
-    ``example`` is false."""
+    """The CLI on ``tmp/ledger.db`` (made first, as `pivotal migrate` makes it); the bundled
+    example is chosen on purpose unless ``example`` is false."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("PIVOTAL_", "OPENAI_"))}
     environ |= {"COLUMNS": "200", **(env or {})}
     chosen = ["--example-app"] if example else []
+    ledger = ["--db", f"sqlite:///{tmp / 'ledger.db'}"]
+    if not (tmp / "ledger.db").exists():
+        made = [PIVOTAL, *ledger, "migrate"]
+        subprocess.run(made, env=environ, capture_output=True, check=True, timeout=60)
     done = subprocess.run(
-        [PIVOTAL, "--db", f"sqlite:///{tmp / 'ledger.db'}", *chosen, *args],
+        [PIVOTAL, *ledger, *chosen, *args],
         cwd=tmp,
         env=environ,
         capture_output=True,
