@@ -216,9 +216,10 @@ def test_plan_submits_with_the_example_only_when_asked(tmp_path) -> None:
     assert code == 0
     assert as_json(out)["outcome"] == "accepted"
     (tmp_path / "r.jsonl").write_text(json.dumps({"context": {"order_id": "4471"}}))
+    made = (tmp_path / "ledger.db").read_bytes()  # the helper made it, empty
     for args in (["plan", TEXT, "--order", "4471", "--submit"], ["shadow", "run", "r.jsonl"]):
         code, out, err = pivotal(tmp_path, *args, example=False)
         assert code == 2
         assert err.startswith("error [app_required]: ")
         assert "--example-app" in err
-    assert not (tmp_path / "ledger.db").exists()  # nothing was recorded
+    assert (tmp_path / "ledger.db").read_bytes() == made  # nothing was recorded
