@@ -7,8 +7,10 @@ import asyncio
 import signal
 from typing import Any
 
+from test_cli import checkout
+
 from pivotal.cli._shared import Settings
-from pivotal.cli.ops import _left
+from pivotal.cli.ops import AT_REST, _left
 
 BLOCKING_APP = """
 import asyncio
@@ -61,6 +63,16 @@ def test_ctrl_c_on_execute_says_what_it_left_and_how_to_go_on(cli: Any) -> None:
     assert [s["status"] for s in shown["steps"]] == ["started"]
 
 
-def test_ctrl_c_before_the_saga_is_recorded_says_nothing_was_written(cli: Any) -> None:
-    said = asyncio.run(_left(Settings(db=cli.url), "never-made", [60.0]))
-    assert said == "stopped before saga never-made was recorded: nothing was written"
+def test_what_an_interrupted_execute_says_it_left(cli: Any) -> None:
+    """The message for each case: no saga yet, a saga at rest (a Ctrl-C after its last
+    write), a saga some step of which is in flight (the real Ctrl-C above)."""
+    cli("execute", cli.plan("done.json", checkout("order-1")), "--saga-id", "s-2")
+    status = cli.json("sagas", "show", "s-2")["status"]
+    assert status in {s.value for s in AT_REST}
+    settings = Settings(db=cli.url)
+    table = [
+        ("never-made", "stopped before saga never-made was recorded: nothing was written"),
+        ("s-2", f"saga s-2 is {status}; `pivotal sagas show s-2` shows where it is"),
+    ]
+    for saga_id, said in table:
+        assert asyncio.run(_left(settings, saga_id, [60.0])) == said
