@@ -31,7 +31,7 @@ def test_a_port_in_use_is_one_line_naming_it_and_another_port(
 ) -> None:
     done = cli(*command, option, str(taken))
     assert done.returncode == 2, done.stderr
-    [line] = done.stderr.splitlines()[-1:]
+    [line] = done.stderr.splitlines()  # nothing said before it, as if it were serving
     assert line == (
         f"error [port_in_use]: 127.0.0.1:{taken} is in use by another process: "
         f"choose another {option}, or stop what listens there"

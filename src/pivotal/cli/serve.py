@@ -210,6 +210,9 @@ def serve(
                     extra={"fields": {"event": "serve_ready", "check": True, **fields}},
                 )
                 return
+            from pivotal.ports import bind
+
+            sock = bind(host, port)  # a port in use: one error line, before any other
             log.info(
                 "serving the API over %s at %s",
                 settings.ledger,
@@ -219,9 +222,6 @@ def serve(
             import uvicorn
 
             from pivotal.observability.tracing import Tracing
-            from pivotal.ports import bind
-
-            sock = bind(host, port)
 
             tracing = next((o for o in orch.telemetry.observers if isinstance(o, Tracing)), None)
             config = uvicorn_config(
