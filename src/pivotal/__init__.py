@@ -24,6 +24,7 @@ from pivotal.clock import FakeClock, SystemClock
 from pivotal.errors import (
     Abort,
     AppLoadError,
+    AppNotFound,
     ApprovalError,
     CatalogueError,
     FourEyesError,
@@ -153,6 +154,7 @@ __all__ = [
     "FourEyesError",
     "StaleApproval",
     "AppLoadError",
+    "AppNotFound",
     "InvalidInput",
     "OnBehalfOfRequired",
     "NameTaken",

@@ -5,12 +5,14 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import cast
 
 from pivotal.catalogue import Catalogue
-from pivotal.errors import AppLoadError, PivotalError, PlanRejected
+from pivotal.errors import AppLoadError, AppNotFound, PivotalError, PlanRejected
 from pivotal.exposure import Rates
 from pivotal.plan_errors import ErrorCode, PlanError
 
@@ -119,12 +121,34 @@ def _import(module_name: str) -> object:
         raise AppLoadError(
             f"cannot import {module_name!r}: syntax error in {where}: {exc.msg}"
         ) from exc
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name + ".").startswith(exc.name + "."):
+            raise AppNotFound(_not_found(module_name, exc.name)) from exc
+        raise AppLoadError(f"cannot import {module_name!r}: {exc}") from exc
     except ImportError as exc:
         raise AppLoadError(f"cannot import {module_name!r}: {exc}") from exc
     except Exception as exc:
         raise AppLoadError(f"importing {module_name!r} raised {type(exc).__name__}: {exc}") from exc
     except SystemExit as exc:
         raise AppLoadError(f"importing {module_name!r} exited (code {exc.code})") from exc
+
+
+def _not_found(module_name: str, missing: str) -> str:
+    """Why ``missing`` (``module_name`` or a package of it) was not found: the folders
+    searched besides the installed packages, and how to add the one that holds it."""
+    here = os.getcwd()
+    given = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    folders = [os.path.abspath(p or here) for p in sys.path if p in ("", here) or p in given]
+    searched = ", ".join([*dict.fromkeys(folders), "the installed packages"])
+    unsearched = "" if here in folders else f", not the working folder {here}"
+    what = "the app's module" if missing == module_name else f"a package of {module_name!r}"
+    top = missing.partition(".")[0]
+    return (
+        f"no module {missing!r} ({what}) in the folders searched: {searched}{unsearched}; "
+        f"run from the folder "
+        f"that holds {top}.py or {top}/ with PYTHONPATH=. set, or add that folder to "
+        "PYTHONPATH"
+    )
 
 
 def _call_factory(spec: str, target: object) -> object:

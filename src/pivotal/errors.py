@@ -161,6 +161,12 @@ class AppLoadError(PivotalError):
     code = "app_load_failed"
 
 
+class AppNotFound(AppLoadError):
+    """The module an app names is not in any folder Python searches."""
+
+    code = "app_not_found"
+
+
 # --- ledger errors ----------------------------------------------------------------------
 
 

@@ -3,10 +3,12 @@ process, every command of the app, and apps that cannot be loaded."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from typer.testing import CliRunner, Result
 
 from pivotal.cli import cli as pivotal_cli
 from pivotal.examples.commerce import CommerceServices
+from pivotal.store import migrate_ledger, sqlite_path
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"
 
@@ -33,6 +36,17 @@ BAD_APPS = {
         "value = 42\n"
     ),
 }
+
+
+def make_ledger(url: str) -> None:
+    """Make the SQLite ledger at ``url`` when its file does not exist, as ``pivotal
+    migrate`` does (a command makes none without ``--create``). In a thread of its own,
+    so that a test already inside an event loop may call it."""
+    path = sqlite_path(url)
+    if path is None or Path(path).exists():
+        return
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(lambda: asyncio.run(migrate_ledger(url))).result()
 
 
 def open_order(

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cli_harness import PIVOTAL, InProcess
+from cli_harness import PIVOTAL, InProcess, make_ledger
 
 from pivotal import SagaState, replay
 from pivotal.store import open_store
@@ -30,7 +30,9 @@ class Cli:
         self.ledger = tmp / "ledger.db"
         self.url = url or f"sqlite:///{self.ledger}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PIVOTAL_")}
-        self.env |= {"COLUMNS": "250", "PYTHONPATH": str(tmp), "NO_COLOR": "1"}
+        # the app's folder first; then whatever PYTHONPATH the tests run with (a source tree)
+        path = os.pathsep.join(p for p in (str(tmp), os.environ.get("PYTHONPATH")) if p)
+        self.env |= {"COLUMNS": "250", "PYTHONPATH": path, "NO_COLOR": "1"}
         self.procs: list[subprocess.Popen[str]] = []
 
     def prefix(self, app: str | None) -> list[str]:
@@ -136,15 +138,20 @@ class Cli:
 
 @pytest.fixture
 def inproc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> InProcess:
-    """The command line in this process, in ``tmp_path`` (also its working folder)."""
+    """The command line in this process, in ``tmp_path`` (also its working folder), over
+    the ledger ``tmp_path/ledger.db``, made."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    return InProcess(tmp_path)
+    runner = InProcess(tmp_path)
+    make_ledger(runner.url)
+    return runner
 
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
+    """The console script over the ledger ``tmp_path/ledger.db``, made."""
     runner = Cli(tmp_path)
+    make_ledger(runner.url)
     yield runner
     runner.stop_all()
 
@@ -154,5 +161,6 @@ def any_cli(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cli]:
     """The same commands against a SQLite file, then against a fresh PostgreSQL database."""
     url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
     runner = Cli(tmp_path, url)
+    make_ledger(runner.url)
     yield runner
     runner.stop_all()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
@@ -73,10 +74,14 @@ INVALID_CODES = {"invalid_args", "kind_order", "unknown_step"}
 def test_validate_reports_each_error_and_exit_codes(cli) -> None:
     good, bad = cli.plan("good.json", checkout("order-1")), cli.plan("bad.json", INVALID)
 
-    assert "valid" in cli.ok("validate", good)
+    example = "the bundled commerce example's catalogues (--app names yours)"
+    assert cli.ok("validate", good) == f"valid against {example}\n"
     assert cli.json("validate", good) == {"valid": True, "errors": []}
     done = cli("validate", bad)
     assert done.returncode == 1
+    assert done.stderr.startswith(
+        f"error [plan_rejected]: the plan has 3 errors; it would be refused against {example}\n"
+    )
     for code in INVALID_CODES:
         assert code in done.stderr
     assert "teleport" in done.stderr
@@ -246,10 +251,40 @@ def test_unknown_saga_id_is_reported(cli) -> None:
     assert "saga_not_found" in done.stderr
 
 
-def test_unknown_app_module_is_reported(cli) -> None:
-    done = cli("validate", cli.plan("plan.json", checkout("o-1")), app="no_such_module:app")
-
+def test_an_app_module_not_found_names_the_folders_searched_and_how_to_add_one(cli) -> None:
+    plan = cli.plan("plan.json", checkout("o-1"))
+    how = (
+        "run from the folder that holds no_such_module.py or no_such_module/ with "
+        "PYTHONPATH=. set, or add that folder to PYTHONPATH"
+    )
+    done = cli("validate", plan, app="no_such_module:app")  # PYTHONPATH: the working folder
     assert done.returncode == 2
-    assert "cannot import 'no_such_module'" in done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(
+        "error [app_not_found]: no module 'no_such_module' (the app's module) in the folders "
+        f"searched: {cli.tmp}, "
+    ), line
+    assert "the installed packages; " in line
+    assert line.endswith(how)
+
+    source = os.environ.get("PYTHONPATH")  # where the tests find pivotal, if anywhere
+    cli.env = {k: v for k, v in cli.env.items() if k != "PYTHONPATH"}
+    cli.env |= {"PYTHONPATH": source} if source else {}
+    done = cli("validate", plan, app="no_such_module.sub:app")
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith(
+        "error [app_not_found]: no module 'no_such_module' (a package of 'no_such_module.sub') "
+    ), line
+    assert f"the installed packages, not the working folder {cli.tmp}; " in line
+    assert line.endswith(how)
+
+    # a module the app itself imports, missing: the app was found, its import failed
+    (cli.tmp / "needs_more.py").write_text("import no_such_dependency\n")
+    cli.env["PYTHONPATH"] = os.pathsep.join(p for p in (str(cli.tmp), source) if p)
+    done = cli("validate", plan, app="needs_more:app")
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "error [app_load_failed]: cannot import 'needs_more': No module named 'no_such_dependency'"
+    )
     assert "Traceback" not in done.stderr
-    assert "app_load_failed" in done.stderr

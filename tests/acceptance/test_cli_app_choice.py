@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from cli_harness import BAD_APPS, InProcess
+from cli_harness import BAD_APPS, InProcess, make_ledger
 from test_cli import checkout
 
 # Commands that write to the ledger with the app's catalogues, and the arguments they need.
@@ -38,12 +38,13 @@ def filled(args: list[str], inproc: InProcess) -> list[str]:
 
 @pytest.mark.parametrize("args", WRITERS, ids=lambda a: " ".join(a[:2]))
 def test_a_writer_without_an_app_is_refused(inproc: InProcess, args: list[str]) -> None:
+    before = inproc.ledger.read_bytes()
     done = inproc.raw("--db", inproc.url, *filled(args, inproc))
     assert done.exit_code == 2
     assert done.stderr.startswith("error [app_required]: `pivotal ")
     assert "--app module:attribute (or set PIVOTAL_APP)" in done.stderr
     assert "pivotal --example-app " in done.stderr
-    assert not inproc.ledger.exists()  # nothing was opened, let alone written
+    assert inproc.ledger.read_bytes() == before  # nothing was written
     assert not (inproc.tmp / "commerce.db").exists()
 
 
@@ -87,7 +88,6 @@ def test_the_readers_validate_and_plan_keep_the_example(inproc: InProcess) -> No
         ("os:path", "'os:path' is the module 'posixpath', not an App"),
         ("pivotal.app:App", "'pivotal.app:App' is the class 'App', not an App or a Catalogue"),
         ("pivotal.app:load_app", "('pivotal.app:load_app' needs arguments: spec)"),
-        ("no_such_module:app", "cannot import 'no_such_module': No module named"),
     ],
 )
 def test_an_app_that_cannot_load_is_one_clear_error(
@@ -113,6 +113,7 @@ def test_the_example_keeps_its_services_beside_a_sqlite_ledger(cli) -> None:
     elsewhere = cli.tmp / "ledgers"
     elsewhere.mkdir()
     cli.url = f"sqlite:///{elsewhere / 'ledger.db'}"
+    make_ledger(cli.url)
     assert cli("submit", cli.plan("p.json", checkout("order-1"))).returncode == 0
     assert (elsewhere / "commerce.db").exists()
     assert not (cli.tmp / "commerce.db").exists()  # not in the working folder

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_harness import InProcess
+from cli_harness import InProcess, make_ledger
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -120,6 +120,7 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
     sys.path.insert(0, str(tmp))
     try:
         cli = InProcess(tmp)
+        make_ledger(cli.url)
         cli.env["COLUMNS"] = "1000"  # wide enough that no cell is cut
         app = "hostile_app:app"
         for saga in ("a1", "a2", "a3"):

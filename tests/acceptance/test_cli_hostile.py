@@ -226,9 +226,24 @@ def test_every_command_survives_hostile_arguments(inproc: InProcess, path: tuple
     assert runs >= len(global_variants(files, inproc.url)) or path in SLOW
 
 
+HOSTILE_SUBMIT = [
+    "--db",
+    "sqlite:///frozen/new.db",
+    "--app",
+    "hostile_step:app",
+    "submit",
+    "plan.json",
+]
+
+
+def with_tests_path(folder: Path) -> str:
+    """``folder`` first, then the PYTHONPATH the tests run with (a source tree, say)."""
+    return os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p)
+
+
 def real(tmp: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIVOTAL_")}
-    env |= {"PYTHONPATH": str(tmp), "COLUMNS": "80"}
+    env |= {"PYTHONPATH": with_tests_path(tmp), "COLUMNS": "80"}
     return subprocess.run(
         [str(PIVOTAL), *args], cwd=tmp, env=env, input=stdin, capture_output=True, timeout=60
     )
@@ -288,7 +303,7 @@ def can_mount_read_only() -> bool:
     return probe.returncode == 0
 
 
-@pytest.mark.skipif(not can_mount_read_only(), reason="needs user namespaces (unshare -rm)")
+@pytest.mark.skipif(not can_mount_read_only(), reason="user namespaces are not available")
 def test_a_ledger_on_a_read_only_filesystem_is_an_error(tmp_path: Path) -> None:
     """The folder is bind-mounted read-only in a private mount namespace: SQLite cannot
     create the ledger, nor switch an existing one to WAL."""
@@ -298,14 +313,14 @@ def test_a_ledger_on_a_read_only_filesystem_is_an_error(tmp_path: Path) -> None:
     existing = real(tmp_path, "--db", f"sqlite:///{frozen / 'old.db'}", "migrate")
     assert existing.returncode == 0, existing.stderr
     commands = [
-        ["--db", "sqlite:///frozen/new.db", "--app", "hostile_step:app", "submit", "plan.json"],
+        [*HOSTILE_SUBMIT, "--create"],
         ["--db", "sqlite:///frozen/old.db", "--app", "hostile_step:app", "sweep"],
         ["--db", "sqlite:///frozen/old.db", "sagas", "list"],
-        ["--db", "sqlite:///frozen/new.db", "--example-app", "submit", "plan.json"],
+        ["--db", "sqlite:///frozen/new.db", "--example-app", "submit", "plan.json", "--create"],
         ["--db", "sqlite:///frozen/new.db", "migrate"],
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIVOTAL_")}
-    env |= {"PYTHONPATH": str(tmp_path)}
+    env |= {"PYTHONPATH": with_tests_path(tmp_path)}
     for args in commands:
         quoted = " ".join(f"'{a}'" for a in args)
         script = (

@@ -85,7 +85,7 @@ def test_the_old_modules_are_gone() -> None:
             importlib.import_module(gone)
 
 
-@pytest.mark.skipif(not IMPORT_CIRCLES.exists(), reason="the shared import-circles tool")
+@pytest.mark.skipif(not IMPORT_CIRCLES.exists(), reason="no import-cycle checker is installed")
 def test_no_import_cycles() -> None:
     done = subprocess.run(
         [sys.executable, str(IMPORT_CIRCLES), "src"],

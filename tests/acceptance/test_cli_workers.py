@@ -43,10 +43,9 @@ def checkout(order: str) -> dict[str, Any]:
 
 
 def test_no_ledger_is_an_error_and_an_empty_one_has_no_workers(inproc: InProcess) -> None:
-    missing = inproc("workers")
+    missing = inproc.raw("--db", f"sqlite:///{inproc.tmp / 'missing.db'}", "workers")
     assert missing.exit_code == 2
     assert "no ledger at" in missing.stderr
-    inproc.ok("migrate")
     assert "no workers have run against this ledger" in inproc.ok("workers")
     assert inproc.json("workers") == []
 

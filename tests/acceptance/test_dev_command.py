@@ -74,9 +74,10 @@ def dev(cli: Any) -> Iterator[tuple[Dev, str]]:
         shutil.copy(EXAMPLE / name, cli.tmp / name)
     port = free_port()
     env = cli.env | {"SHOP_STATE": str(cli.tmp / "shop.db")}
+    cli.ledger.unlink()  # dev makes it: --create
     with (cli.tmp / "dev.err").open("w") as err:
         proc = subprocess.Popen(
-            [str(PIVOTAL), "dev", "--db", cli.url, "--app", APP, "--port", str(port)],
+            [str(PIVOTAL), "dev", "--db", cli.url, "--app", APP, "--port", str(port), "--create"],
             cwd=cli.tmp,
             env=env,
             stdout=subprocess.PIPE,
@@ -124,6 +125,7 @@ def test_dev_serves_runs_the_approved_saga_reloads_and_stops(
     cli: Any, dev: tuple[Dev, str]
 ) -> None:
     running, url = dev
+    running.wait_for(re.escape(f"made the ledger {cli.url}"))
     approver = running.wait_for(r"approver token \(dev-approver\): (pvt_\S+)")[1]
     operator = running.wait_for(r"operator token \(dev-operator\): (pvt_\S+)")[1]
     running.wait_for(re.escape(f"Open {url}/ui/login"))
@@ -186,7 +188,9 @@ def running(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+@pytest.mark.skipif(
+    not Path("/proc/self/stat").exists(), reason="this system has no process table to read (/proc)"
+)
 def test_no_server_or_worker_outlives_a_dev_killed_with_sigkill(dev: tuple[Dev, str]) -> None:
     running_dev, url = dev
     running_dev.wait_for(re.escape(f"Open {url}/ui/login"))

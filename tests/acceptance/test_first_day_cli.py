@@ -39,10 +39,11 @@ def test_plan_run_records_the_saga_and_runs_it_here(inproc: InProcess) -> None:
 
 
 def test_plan_run_needs_an_app_like_every_writer(inproc: InProcess) -> None:
+    before = inproc.ledger.read_bytes()
     done = inproc.raw("--db", inproc.url, "plan", TEXT, "--order", "4471", "--run")
     assert done.exit_code == 2
     assert done.stderr.startswith("error [app_required]: `pivotal plan --run` ")
-    assert not inproc.ledger.exists()
+    assert inproc.ledger.read_bytes() == before  # nothing was written
 
 
 # -- who a CLI submission records as its proposer ----------------------------------------

@@ -98,7 +98,7 @@ def mcp_parameters(folder: Path) -> StdioServerParameters:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIVOTAL_")}
     return StdioServerParameters(
         command=str(PIVOTAL),
-        args=["--db", f"sqlite:///{folder / 'ledger.db'}", "--example-app", "mcp"],
+        args=["--db", f"sqlite:///{folder / 'ledger.db'}", "--example-app", "mcp", "--create"],
         env=env,
         cwd=str(folder),
     )

@@ -41,7 +41,7 @@ NOW = 1_796_040_000.0  # 2026-11-30 12:00:00 UTC: every page shows the same time
 if not CHROMIUM.exists():
     if os.environ.get("CI") == "true":
         pytest.fail(f"{CHROMIUM} is required in CI (apt-get install chromium)", pytrace=False)
-    pytest.skip(f"{CHROMIUM} is absent: apt-get install chromium", allow_module_level=True)
+    pytest.skip("Chromium is not installed", allow_module_level=True)
 
 sync_api = pytest.importorskip("playwright.sync_api")
 T = TypeVar("T")

@@ -14,6 +14,7 @@ how to get the ``pivotal`` command, and the chaos table's abbreviations are expl
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -21,6 +22,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import tomllib
 from collections.abc import Iterator
 from contextlib import closing
@@ -30,6 +32,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
+import pivotal
 from pivotal.examples.commerce import create_app
 from pivotal.planning.shadow import read_requests
 from pivotal.testing.report import LEGEND
@@ -87,10 +90,26 @@ OUTPUTS = [b for b in BLOCKS if b.marker and b.marker[0] == "output"]
 VARYING = re.compile(r"adk-[0-9a-f]{24}")
 
 
+@functools.cache
+def commands_folder() -> Path:
+    """A folder holding a ``pivotal`` command that runs the package these tests import (a
+    source tree on the tests' PYTHONPATH, say) whatever PYTHONPATH the README sets."""
+    folder = Path(tempfile.mkdtemp(prefix="pivotal-command-"))
+    source = Path(pivotal.__file__).resolve().parents[1]
+    script = folder / "pivotal"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.path.insert(1, {str(source)!r})\n"
+        "from pivotal.cli import main\nmain()\n"
+    )
+    script.chmod(0o755)
+    return folder
+
+
 def env() -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("PIVOTAL_", "SHOP_"))}
     clean.pop("PYTHONPATH", None)
-    return clean | {"PATH": f"{BIN}{os.pathsep}{clean.get('PATH', '')}", "COLUMNS": "200"}
+    path = os.pathsep.join([str(commands_folder()), str(BIN), clean.get("PATH", "")])
+    return clean | {"PATH": path, "COLUMNS": "200"}
 
 
 @pytest.fixture
@@ -243,7 +262,7 @@ def test_the_first_catalogue_walkthrough_runs_command_by_command(shop: Path) -> 
     assert "awaiting_approval" in said[next(c for c in script if " worker " in c)]
     assert "completed" in said[next(c for c in script if " approve " in c)]
     shown = subprocess.run(
-        [str(BIN / "pivotal"), "sagas", "show", "order-4471", "--json"],
+        [str(commands_folder() / "pivotal"), "sagas", "show", "order-4471", "--json"],
         cwd=shop,
         env=env(),
         capture_output=True,

@@ -136,7 +136,7 @@ def test_the_command_serves_http_with_ledger_tokens(tmp_path: Path) -> None:
     ``pivotal tokens create --role agent`` gets in, none does not."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIVOTAL_")}
     ledger = ["--db", f"sqlite:///{tmp_path / 'ledger.db'}"]
-    create = ["tokens", "create", "--name", "cli-bot", "--role", "agent", "--json"]
+    create = ["tokens", "create", "--name", "cli-bot", "--role", "agent", "--json", "--create"]
     made = subprocess.run(
         [str(PIVOTAL), *ledger, *create],
         env=env,

@@ -151,7 +151,7 @@ def test_the_command_takes_allowed_hosts_on_any_address(tmp_path: Path) -> None:
     and refuses a request from another site."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIVOTAL_")}
     ledger = ["--db", f"sqlite:///{tmp_path / 'ledger.db'}"]
-    create = ["tokens", "create", "--name", "cli-bot", "--role", "agent", "--json"]
+    create = ["tokens", "create", "--name", "cli-bot", "--role", "agent", "--json", "--create"]
     made = subprocess.run(
         [str(PIVOTAL), *ledger, *create], env=env, capture_output=True, text=True, check=True
     )

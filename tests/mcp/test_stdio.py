@@ -26,7 +26,7 @@ def parameters(tmp_path: Path, *extra: str) -> StdioServerParameters:
     ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
     return StdioServerParameters(
         command=str(PIVOTAL),
-        args=["--db", ledger, *extra, "mcp", "--transport", "stdio"],
+        args=["--db", ledger, *extra, "mcp", "--transport", "stdio", "--create"],
         env=env,
         cwd=str(tmp_path),
     )

@@ -86,6 +86,7 @@ async def test_pivotal_mcp_over_stdio_refuses_a_key_given_twice_and_a_plan_too_b
         f"sqlite:///{tmp_path / 'ledger.db'}",
         "--example-app",
         "mcp",
+        "--create",
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,

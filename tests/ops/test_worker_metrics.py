@@ -84,7 +84,17 @@ def test_the_worker_serves_its_metrics_while_it_runs(
 ) -> None:
     base = [str(PIVOTAL), "--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--example-app"]
     made = subprocess.run(
-        [*base, "tokens", "create", "--name", "prometheus", "--role", "viewer", "--json"],
+        [
+            *base,
+            "tokens",
+            "create",
+            "--name",
+            "prometheus",
+            "--role",
+            "viewer",
+            "--json",
+            "--create",
+        ],
         capture_output=True,
         env=env,
         cwd=tmp_path,
@@ -164,6 +174,7 @@ def test_a_metrics_port_in_use_is_a_clear_error(tmp_path: Path, env: dict[str, s
                 f"sqlite:///{tmp_path / 'ledger.db'}",
                 "--example-app",
                 "worker",
+                "--create",
                 "--metrics-port",
                 str(port),
             ],
@@ -175,5 +186,6 @@ def test_a_metrics_port_in_use_is_a_clear_error(tmp_path: Path, env: dict[str, s
             check=False,
         )
     assert done.returncode != 0
-    assert "metrics_endpoint_failed" in done.stderr
+    assert done.returncode == 2
+    assert f"error [port_in_use]: 127.0.0.1:{port} is in use" in done.stderr
     assert "Traceback" not in done.stderr

@@ -29,6 +29,7 @@ def json_lines(text: str) -> list[dict[str, Any]]:
 
 def test_serve_check_with_json_log_lines(tmp_path: Path) -> None:
     args = ["--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--example-app", "serve", "--check"]
+    assert CliRunner().invoke(cli, [*args[:2], "migrate"]).exit_code == 0  # --check makes none
     done = CliRunner().invoke(cli, [*args, "--log-format", "json"])
     assert done.exit_code == 0, done.stderr
     [ready] = [line for line in json_lines(done.stderr) if line.get("event") == "serve_ready"]
@@ -52,6 +53,7 @@ def test_serve_check_with_json_log_lines(tmp_path: Path) -> None:
 
 def test_serve_check_with_text_log_lines(tmp_path: Path) -> None:
     args = ["--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--example-app", "serve", "--check"]
+    assert CliRunner().invoke(cli, [*args[:2], "migrate"]).exit_code == 0  # --check makes none
     done = CliRunner().invoke(cli, [*args, "--log-format", "text"])
     assert done.exit_code == 0, done.stderr
     assert " pivotal.serve the API over " in done.stderr

@@ -53,7 +53,9 @@ def test_a_worker_run_until_idle_relays_what_its_sagas_announced(
     for n in (1, 2):
         plan = tmp_path / f"plan-{n}.json"
         plan.write_text(json.dumps(checkout(f"order-{n}")))
-        done = pivotal(ledger, "--example-app", "submit", str(plan), "--saga-id", f"w-{n}")
+        done = pivotal(
+            ledger, "--example-app", "submit", str(plan), "--saga-id", f"w-{n}", "--create"
+        )
         assert done.exit_code == 0, done.output
     done = pivotal(
         ledger,

@@ -90,6 +90,7 @@ def test_a_header_name_is_checked(api: FastAPI) -> None:
 def test_serve_check_reports_the_trusted_header(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'ledger.db'}"
     args = ["--db", db, "--example-app", "serve", "--check"]
+    assert CliRunner().invoke(cli, ["--db", db, "migrate"]).exit_code == 0  # --check makes none
     done = CliRunner().invoke(cli, [*args, "--json"])
     assert done.exit_code == 0, done.stderr
     assert json.loads(done.stdout)["trust_proxy_header"] is None

@@ -19,7 +19,9 @@ from pivotal.store import SQLiteStore
 
 
 def pivotal(ledger: Path, *args: str) -> tuple[int, str, str]:
-    done = CliRunner().invoke(cli, ["--db", f"sqlite:///{ledger}", *args])
+    """The command line over ``ledger``; the first ``tokens create`` makes it (--create)."""
+    made = ["--create"] if args[:2] == ("tokens", "create") and not ledger.exists() else []
+    done = CliRunner().invoke(cli, ["--db", f"sqlite:///{ledger}", *args, *made])
     return done.exit_code, done.stdout, done.stderr
 
 
@@ -152,6 +154,13 @@ def test_an_agent_token_may_require_on_behalf_of(tmp_path: Path) -> None:
 
 def test_serve_check_builds_the_api_without_listening(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.db"
+    missing = CliRunner().invoke(
+        cli, ["--db", f"sqlite:///{ledger}", "--example-app", "serve", "--check", "--create"]
+    )
+    assert missing.exit_code == 2  # --check never makes a ledger
+    assert missing.stderr.startswith(f"error [ledger_not_found]: no ledger at {ledger}: ")
+    assert not ledger.exists()
+    assert CliRunner().invoke(cli, ["--db", f"sqlite:///{ledger}", "migrate"]).exit_code == 0
     done = CliRunner().invoke(
         cli, ["--db", f"sqlite:///{ledger}", "--example-app", "serve", "--check"]
     )

@@ -86,6 +86,7 @@ CURATED = [
     "FourEyesError",
     "StaleApproval",
     "AppLoadError",
+    "AppNotFound",
     "InvalidInput",
     "OnBehalfOfRequired",
     "NameTaken",

@@ -305,9 +305,11 @@ def settings_of(ctx: typer.Context) -> Settings:
     return found if found is not None else Settings(db="sqlite:///pivotal.db")
 
 
-def check_ledger(settings: Settings, *, create: bool) -> None:
+def check_ledger(settings: Settings, *, create: bool = False, offers: str | None = None) -> None:
     """Refuse a SQLite ledger the command cannot mean: an empty name, a folder, a file in a
-    folder that does not exist, and (``create`` false) a file that does not exist."""
+    folder that does not exist, and (unless ``create``) a file that does not exist, so that
+    a mistyped ``--db`` never starts a new, empty ledger. ``offers`` names the option that
+    would make one (``--create``) when the command has it."""
     path = sqlite_path(settings.db)
     if path is None or path == ":memory:":
         return  # PostgreSQL, or a URL open_store refuses with its own message
@@ -325,10 +327,7 @@ def check_ledger(settings: Settings, *, create: bool) -> None:
                 "create it, or check --db"
             )
         if not create and not file.is_file():
-            raise LedgerNotFound(
-                f"no ledger at {brief(path)}: check --db (or PIVOTAL_DATABASE_URL); a command "
-                "that only reads never creates one"
-            )
+            raise LedgerNotFound(_no_ledger(path, offers))
         if not os.access(file.parent, os.W_OK):
             raise StoreError(
                 f"the folder {brief(file.parent)} of the ledger {brief(path)} is read-only; "
@@ -336,6 +335,29 @@ def check_ledger(settings: Settings, *, create: bool) -> None:
             )
     except OSError as exc:
         raise StoreError(f"cannot use the ledger {brief(path)}: {exc.strerror}") from exc
+
+
+def _no_ledger(path: str, offers: str | None) -> str:
+    """Why a missing ledger file is refused, and what to do."""
+    if offers is not None:
+        return (
+            f"no ledger at {brief(path)}; {offers} to make one (else check --db, or "
+            "PIVOTAL_DATABASE_URL)"
+        )
+    return (
+        f"no ledger at {brief(path)}: check --db (or PIVOTAL_DATABASE_URL); this command "
+        "never creates one (`pivotal migrate` does)"
+    )
+
+
+Create = Annotated[
+    bool,
+    typer.Option(
+        "--create",
+        help="Make the SQLite ledger when its file does not exist (else that is an error: "
+        "a mistyped --db never starts a new, empty ledger).",
+    ),
+]
 
 
 @asynccontextmanager
@@ -357,16 +379,20 @@ async def writing(
     *,
     app: App | None = None,
     migrate: bool = False,
+    create: bool | None = None,
     **orchestrator: Any,
 ) -> AsyncIterator[Orchestrator]:
-    """The ledger and an orchestrator over the app, for ``command``, which writes."""
-    check_ledger(settings, create=True)
+    """The ledger and an orchestrator over the app, for ``command``, which writes. A
+    missing SQLite file is made only when ``create`` is true (the command's ``--create``);
+    None: the command has no such option, and never makes one."""
+    offers = None if create is None else "--create"
+    check_ledger(settings, create=bool(create), offers=offers)
     with settings.loaded_app(writes=command) if app is None else _given(app) as chosen:
         tracing = from_environment()  # PIVOTAL_TRACES=console|otlp; None when off
         observers = [*orchestrator.pop("telemetry", ()), LogFields()]
         if tracing is not None:
             observers.append(tracing)
-        store = open_store(settings.db, migrate=migrate)
+        store = open_store(settings.db, migrate=migrate, create=bool(create))
         await store.open()
         try:
             yield Orchestrator(store, chosen, telemetry=observers, **orchestrator)

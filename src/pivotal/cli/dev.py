@@ -24,9 +24,10 @@ from typing import Annotated, Any
 import typer
 
 from pivotal import worker_wait
-from pivotal.cli._shared import JsonFlag, Settings, brief, check_ledger, settings_of
+from pivotal.cli._shared import Create, JsonFlag, Settings, brief, check_ledger, settings_of
 from pivotal.errors import AppLoadError, InvalidInput, PivotalError
-from pivotal.store import open_store, sqlite_path
+from pivotal.ports import bind
+from pivotal.store import migrate_ledger, open_store, sqlite_path
 
 Say = Callable[..., None]  # say(event, message, **fields)
 DEV_DB = "sqlite:///.pivotal-dev/pivotal.db"
@@ -74,10 +75,12 @@ def dev(
     check: Annotated[
         bool, typer.Option("--check", help="Check the options, the ledger and the app; exit.")
     ] = False,
+    create: Create = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Serve the API and the pages, run a worker (and, with --relay-callable, the outbox
-    relay) over a development ledger (default .pivotal-dev/pivotal.db), print the login URL
+    relay) over a development ledger (default .pivotal-dev/pivotal.db, made when missing; another
+    --db must exist, or be made with --create), print the login URL
     with a new approver token, and restart them when the app's files change (while the new
     code does not load, the last good app keeps running). Ctrl-C stops everything."""
     if not host.strip() or not host.isprintable() or len(host) > 255:
@@ -87,6 +90,8 @@ def dev(
     say = _sayer(as_json)
     chosen = base[3] if base[2] == "--app" else None
     settings = Settings(db=base[1], app=chosen, example_app=chosen is None)
+    makes = create or base[1] == DEV_DB  # the development ledger is dev's own to make
+    check_ledger(settings, create=makes, offers="--create")
     files = _app_files(chosen)
     ledger, shown = settings.ledger, settings.describe_app()
     say("dev_starting", f"pivotal dev: ledger {ledger}, app {shown}", ledger=ledger, url=url)
@@ -106,9 +111,12 @@ def dev(
         "it; `pivotal outbox list` shows it)",
     )
     if check:
-        check_ledger(settings, create=True)
         with settings.loaded_app(writes="dev"):
             return say("dev_checked", "the app loads: pivotal dev would serve it", check=True)
+    bind(host, port).close()  # a port another process holds: said now, not by a child
+    if makes and not _exists(base[1]):
+        asyncio.run(migrate_ledger(base[1]))
+        say("dev_ledger_made", f"made the ledger {ledger}", ledger=ledger)
     relay = [a for spec in relay_callable or () for a in ("--relay-callable", spec)]
     serve = [*base, "serve", "--host", host, "--port", str(port)]
     signal.signal(signal.SIGTERM, _interrupt)
@@ -146,6 +154,12 @@ def dev(
             names = ", ".join(f"dev-{role}" for role in ROLES)
             say("dev_tokens_revoked", f"the tokens it printed ({names}) are revoked")
     say("dev_stopped", "pivotal dev stopped")
+
+
+def _exists(db: str) -> bool:
+    """Whether the ledger at ``db`` exists (a PostgreSQL database: as far as dev knows)."""
+    path = sqlite_path(db)
+    return path is None or path == ":memory:" or Path(path).is_file()
 
 
 def _sayer(as_json: bool) -> Say:

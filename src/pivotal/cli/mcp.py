@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from pivotal.cli._shared import JsonFlag, dump, run, settings_of, writing
+from pivotal.cli._shared import Create, JsonFlag, dump, run, settings_of, writing
 from pivotal.cli.root import pivotal_version
 from pivotal.cli.serve import (
     BODY_TIMEOUT,
@@ -57,6 +57,7 @@ def mcp(
     log_format: Annotated[
         LogFormat, typer.Option(help="text, or json: one JSON object per line (on stderr).")
     ] = LogFormat.TEXT,
+    create: Create = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Serve Pivotal's planner tools to MCP clients: list_catalogues, describe_catalogue,
@@ -81,7 +82,7 @@ def mcp(
         from pivotal.mcp import PATH, build_server
         from pivotal.mcp.server import run_stdio
 
-        async with writing(settings, "mcp") as orch:
+        async with writing(settings, "mcp", create=create) as orch:
             if transport is Transport.STDIO:
                 log.info(
                     "serving the planner tools over stdio, ledger %s",
@@ -94,6 +95,7 @@ def mcp(
 
             from pivotal.cli.serve import uvicorn_config
             from pivotal.listeners import listener
+            from pivotal.ports import bind
             from pivotal.server.edge import Edge
 
             edge = Edge(
@@ -103,6 +105,7 @@ def mcp(
                 min_body_rate=min_body_rate,
                 header_timeout=header_timeout,
             )
+            sock = bind(host, port)
             app = listener("mcp").build(orch, edge, host=host, port=port, version=pivotal_version())
             if as_json:
                 url = f"http://{host}:{port}{PATH}"
@@ -115,7 +118,8 @@ def mcp(
                 settings.ledger,
                 extra={"fields": {"event": "mcp_starting", "transport": "http"}},
             )
-            await uvicorn.Server(uvicorn_config(app, host, port)).serve()
+            with sock:
+                await uvicorn.Server(uvicorn_config(app, host, port)).serve(sockets=[sock])
 
     with configure_logging(log_format):
         run(work())

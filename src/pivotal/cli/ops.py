@@ -10,13 +10,16 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from pivotal import saga_actions
+from pivotal import saga_actions, saga_ids
 from pivotal.cli import _progress, _stopping
 from pivotal.cli._shared import (
+    EXAMPLE,
     MAX_NAME,
+    Create,
     JsonFlag,
     PlanFile,
     SagaIdOption,
+    Settings,
     SubmittedBy,
     WideFlag,
     bounded,
@@ -25,8 +28,10 @@ from pivotal.cli._shared import (
     err,
     finite,
     out,
+    print_error,
     print_plan_errors,
     read_plan,
+    reading,
     run,
     settings_of,
     submitted_by,
@@ -38,7 +43,7 @@ from pivotal.errors import PlanRejected
 from pivotal.observability.metrics import PivotalMetrics
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import parse_plan
-from pivotal.state import Event, SagaState, SagaStatus
+from pivotal.state import Event, SagaState, SagaStatus, StepStatus
 from pivotal.store import StoredSaga, migrate_ledger
 from pivotal.validation import validate_bounded
 from pivotal.worker import Sweeper, SweepReport, Worker, WorkerConfig, default_name
@@ -53,6 +58,7 @@ EXECUTE_EXIT = {
     SagaStatus.RESOLVED: 14,
 }
 EXECUTE_NOT_AT_REST = 15
+AT_REST = frozenset(EXECUTE_EXIT)  # no process runs them now (a decision or a person may)
 
 
 def register(cli: typer.Typer) -> None:
@@ -65,9 +71,12 @@ def register(cli: typer.Typer) -> None:
 
 
 def validate_command(ctx: typer.Context, plan_file: PlanFile, as_json: JsonFlag = False) -> None:
-    """Check a plan against its catalogue; exit 1 when it is invalid."""
+    """Check a plan against its catalogue; exit 1 when it is invalid. Without --app, the
+    catalogues are the bundled commerce example's, and it says so."""
     plan = parse_plan(read_plan(plan_file))
-    with settings_of(ctx).loaded_app() as app:
+    settings = settings_of(ctx)
+    against = "" if settings.app else f" against {EXAMPLE}'s catalogues (--app names yours)"
+    with settings.loaded_app() as app:
         try:
             catalogue = app.catalogue(plan.catalogue)
             errors = run(validate_bounded(plan, catalogue, facts=app.facts))
@@ -76,9 +85,9 @@ def validate_command(ctx: typer.Context, plan_file: PlanFile, as_json: JsonFlag 
     if as_json:
         dump({"valid": not errors, "errors": [e.to_dict() for e in errors]})
     elif not errors:
-        out.print(Text("valid", style="green"))
+        out.print(Text("valid", style="green"), Text(against), sep="")
     else:
-        print_plan_errors(errors, "it would be refused")
+        print_plan_errors(errors, f"it would be refused{against}")
     if errors:
         raise typer.Exit(1)
 
@@ -88,27 +97,59 @@ def execute(
     plan_file: PlanFile,
     saga_id: SagaIdOption = None,
     by: SubmittedBy = None,
+    create: Create = False,
     as_json: JsonFlag = False,
     wide: WideFlag = False,
 ) -> None:
     """Validate, submit and run a plan here until it ends or waits for approval.
 
     Exit status: 0 completed, 10 compensated, 11 compensation_failed, 12 needs_human,
-    13 awaiting_approval, 14 resolved, 15 not at rest yet (a worker goes on with it).
+    13 awaiting_approval, 14 resolved, 15 not at rest yet (a worker goes on with it);
+    130 stopped by Ctrl-C, saying what it left of the saga and how to go on.
     """
     plan = submitted_by(parse_plan(read_plan(plan_file)), by)
+    settings = settings_of(ctx)
+    chosen = saga_id or saga_ids.new()  # known here, to say what a Ctrl-C left
+    lease_ttl: list[float] = []
 
     async def work() -> tuple[StoredSaga, list[Event]]:
-        async with writing(settings_of(ctx), "execute") as orch:
-            state = await orch.execute(plan, saga_id=saga_id)
+        async with writing(settings, "execute", create=create) as orch:
+            lease_ttl.append(orch.lease_ttl)
+            state = await orch.execute(plan, saga_id=chosen)
             stored = await orch.get(state.saga_id)
             return saga_actions.shown(stored, await orch.store.events(state.saga_id))
 
-    stored, events = run(work())
+    try:
+        stored, events = run(work())
+    except KeyboardInterrupt:
+        print_error("interrupted", run(_left(settings, chosen, lease_ttl)))
+        raise typer.Exit(_stopping.EXIT_ABANDONED) from None
     print_saga(stored, events, as_json=as_json, wide=wide)
     status = EXECUTE_EXIT.get(stored.state.status, EXECUTE_NOT_AT_REST)
     if status:
         raise typer.Exit(status)
+
+
+async def _left(settings: Settings, saga_id: str, lease_ttl: list[float]) -> str:
+    """What an interrupted ``execute`` left of the saga, and how to go on with it."""
+    show = f"`pivotal sagas show {saga_id}` shows where it is"
+    async with reading(settings) as store:
+        stored = await store.load(saga_id)
+    if stored is None:
+        return f"stopped before saga {saga_id} was recorded: nothing was written"
+    state = stored.state
+    if state.status in AT_REST:
+        return f"saga {saga_id} is {state.status.value}; {show}"
+    where = next(
+        (s for s in state.steps if s.status in (StepStatus.STARTED, StepStatus.RETRY_WAIT)),
+        None,
+    )
+    at = f" at step {where.index} ({where.name})" if where is not None else ""
+    lapse = f" (within {lease_ttl[0]:g}s)" if lease_ttl else ""
+    return (
+        f"saga {saga_id} left {state.status.value}{at}; a worker goes on with it once this "
+        f"process's lease lapses{lapse}: run `pivotal worker`; {show}"
+    )
 
 
 def submit(
@@ -116,13 +157,14 @@ def submit(
     plan_file: PlanFile,
     saga_id: SagaIdOption = None,
     by: SubmittedBy = None,
+    create: Create = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Validate a plan and record it as a saga; a worker runs it. Prints the saga id."""
     plan = submitted_by(parse_plan(read_plan(plan_file)), by)
 
     async def work() -> SagaState:
-        async with writing(settings_of(ctx), "submit") as orch:
+        async with writing(settings_of(ctx), "submit", create=create) as orch:
             return await orch.submit(plan, saga_id=saga_id)
 
     state = run(work())
@@ -209,6 +251,7 @@ def worker(
         list[str] | None,
         typer.Option(help="Also relay the outbox to module:attribute (a sink or a function)."),
     ] = None,
+    create: Create = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Claim and run sagas until SIGTERM or SIGINT (then finish the calls in flight).
@@ -247,7 +290,7 @@ def worker(
             options["telemetry"] = [metrics]
         settled = metrics.outbox_settled if metrics is not None else None
         async with (
-            writing(settings, "worker", migrate=migrate, **options) as orch,
+            writing(settings, "worker", migrate=migrate, create=create, **options) as orch,
             _metrics_endpoint(metrics, orch, metrics_host, metrics_port, metrics_hosts),
             relay_beside(orch.store, relaying, settled, drain=until_idle, clock=orch.clock),
         ):

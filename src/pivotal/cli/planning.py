@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from pivotal.app import trusted_facts
 from pivotal.cli._shared import (
     AllFlag,
+    Create,
     JsonFlag,
     Limit,
     Note,
@@ -128,6 +129,7 @@ def plan_command(
         bool,
         typer.Option("--run", help="Record the accepted plan and run it in this process now."),
     ] = False,
+    create: Create = False,
     as_json: JsonFlag = False,
     wide: WideFlag = False,
 ) -> None:
@@ -161,7 +163,7 @@ def plan_command(
                 )
                 return proposed, None
         command = "plan --run" if run_now else "plan --submit"
-        async with writing(settings, command) as orch:
+        async with writing(settings, command, create=create) as orch:
             request = build_request(text, _known(orch.app, given) | given, chosen, source)
             done = await plan_and_submit(request, proposer, orch, max_replans=max_replans)
             if not done.saga_id:
@@ -306,6 +308,7 @@ def shadow_run(
     planner: PlannerSpec = "rules",
     max_replans: MaxReplans = DEFAULT_MAX_REPLANS,
     batch: Annotated[str | None, typer.Option(help="Batch id (default: a new one).")] = None,
+    create: Create = False,
     as_json: JsonFlag = False,
     wide: WideFlag = False,
 ) -> None:
@@ -314,7 +317,7 @@ def shadow_run(
     proposer = planner_from_spec(planner)
 
     async def work() -> ShadowReport:
-        async with writing(settings_of(ctx), "shadow run") as orch:
+        async with writing(settings_of(ctx), "shadow run", create=create) as orch:
             requests = read_requests(requests_file, orch.app)
             runs = await run_shadow(
                 requests,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pivotal.cli._shared import JsonFlag, dump, run, settings_of, writing
+from pivotal.cli._shared import Create, JsonFlag, dump, run, settings_of, writing
 from pivotal.observability.logs import ASGIApp, LogFormat, configure_logging
 from pivotal.principals import Role
 
@@ -79,7 +79,8 @@ def serve(
         int, typer.Option(min=1024, max=64 * 1024 * 1024, help="Largest request body in bytes.")
     ] = 512 * 1024,
     check: Annotated[
-        bool, typer.Option("--check", help="Open the ledger, build the API and exit.")
+        bool,
+        typer.Option("--check", help="Open the ledger (never making one), build the API, exit."),
     ] = False,
     trust_proxy_header: Annotated[
         str | None,
@@ -127,6 +128,7 @@ def serve(
         LogFormat,
         typer.Option(help="text, or json: one JSON object per line (server and request lines)."),
     ] = LogFormat.TEXT,
+    create: Create = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json); workers run the sagas.
@@ -159,7 +161,7 @@ def serve(
             min_body_rate=min_body_rate,
             header_timeout=header_timeout,
         )
-        async with writing(settings, "serve") as orch:
+        async with writing(settings, "serve", create=None if check else create) as orch:
             api = listener("api").build(
                 orch,
                 edge,
@@ -208,6 +210,9 @@ def serve(
                     extra={"fields": {"event": "serve_ready", "check": True, **fields}},
                 )
                 return
+            from pivotal.ports import bind
+
+            sock = bind(host, port)  # a port in use: one error line, before any other
             log.info(
                 "serving the API over %s at %s",
                 settings.ledger,
@@ -227,7 +232,8 @@ def serve(
                 keep_alive=keep_alive_timeout,
                 limit_concurrency=limit_concurrency,
             )
-            await uvicorn.Server(config).serve()
+            with sock:
+                await uvicorn.Server(config).serve(sockets=[sock])
 
     with configure_logging(log_format):
         run(work())

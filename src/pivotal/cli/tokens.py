@@ -11,6 +11,7 @@ from rich.text import Text
 
 from pivotal.cli._shared import (
     MAX_NAME,
+    Create,
     JsonFlag,
     WideFlag,
     bounded,
@@ -70,6 +71,7 @@ def tokens_create(
     role: RoleOption,
     same_person: SamePerson = False,
     require_on_behalf_of: RequireOnBehalfOf = False,
+    create: Create = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Create a token for NAME with ROLE; the token is printed once and only its hash kept.
@@ -87,8 +89,8 @@ def tokens_create(
     settings = settings_of(ctx)
 
     async def work() -> Token:
-        check_ledger(settings, create=True)
-        async with open_store(settings.db) as store:
+        check_ledger(settings, create=create, offers="--create")
+        async with open_store(settings.db, create=create) as store:
             if not same_person:  # the names of tokens made before the ledger kept persons
                 _refuse_taken(name, await store.list_tokens())
             try:

@@ -24,6 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pivotal.clock import Clock, SystemClock
 from pivotal.errors import PivotalError
 from pivotal.observability.metrics import PivotalMetrics
+from pivotal.ports import bind
 from pivotal.principals import Role
 from pivotal.server.edge import Edge, caller_gate, default_hosts, ledger_tokens, mount
 from pivotal.store.base import Store
@@ -99,12 +100,7 @@ class MetricsEndpoint:
 
     async def __aenter__(self) -> MetricsEndpoint:
         await self.metrics.refresh(self.store, self.clock.now())  # served from the start
-        try:
-            self._socket = _bound(self.host, self.port)
-        except OSError as exc:
-            raise MetricsEndpointError(
-                f"cannot serve metrics on {self.host}:{self.port}: {exc}"
-            ) from exc
+        self._socket = bind(self.host, self.port, option="--metrics-port")
         self._server = _server(self.app, self.host, self.port)
         self._serving = asyncio.create_task(
             self._server.serve(sockets=[self._socket]), name="pivotal-metrics-endpoint"
@@ -141,21 +137,6 @@ class MetricsEndpoint:
         while True:
             await asyncio.sleep(self.every)
             await self.metrics.refresh(self.store, self.clock.now())  # never raises
-
-
-def _bound(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port`` (an OSError when it cannot be had)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    sock.setblocking(False)
-    return sock
 
 
 def _server(app: Any, host: str, port: int) -> Any:

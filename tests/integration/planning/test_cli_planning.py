@@ -18,13 +18,17 @@ TEXT = "ship from the closer warehouse, I expect something for the delay"
 def pivotal(
     tmp: Path, *args: str, env: dict[str, str] | None = None, example: bool = True
 ) -> tuple[int, str, str]:
-    """The CLI on ``tmp/ledger.db``; the bundled example is chosen on purpose unless
-    ``example`` is false."""
+    """The CLI on ``tmp/ledger.db`` (made first, as `pivotal migrate` makes it); the bundled
+    example is chosen on purpose unless ``example`` is false."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("PIVOTAL_", "OPENAI_"))}
     environ |= {"COLUMNS": "200", **(env or {})}
     chosen = ["--example-app"] if example else []
+    ledger = ["--db", f"sqlite:///{tmp / 'ledger.db'}"]
+    if not (tmp / "ledger.db").exists():
+        made = [PIVOTAL, *ledger, "migrate"]
+        subprocess.run(made, env=environ, capture_output=True, check=True, timeout=60)
     done = subprocess.run(
-        [PIVOTAL, "--db", f"sqlite:///{tmp / 'ledger.db'}", *chosen, *args],
+        [PIVOTAL, *ledger, *chosen, *args],
         cwd=tmp,
         env=environ,
         capture_output=True,
@@ -229,9 +233,10 @@ def test_plan_submits_with_the_example_only_when_asked(tmp_path) -> None:
     assert code == 0
     assert as_json(out)["outcome"] == "accepted"
     (tmp_path / "r.jsonl").write_text(json.dumps({"context": {"order_id": "4471"}}))
+    made = (tmp_path / "ledger.db").read_bytes()  # the helper made it, empty
     for args in (["plan", TEXT, "--order", "4471", "--submit"], ["shadow", "run", "r.jsonl"]):
         code, out, err = pivotal(tmp_path, *args, example=False)
         assert code == 2
         assert err.startswith("error [app_required]: ")
         assert "--example-app" in err
-    assert not (tmp_path / "ledger.db").exists()  # nothing was recorded
+    assert (tmp_path / "ledger.db").read_bytes() == made  # nothing was recorded

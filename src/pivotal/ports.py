@@ -1,0 +1,52 @@
+"""Listening on a port, for every listener Pivotal serves (``pivotal.listeners``): a port
+another process holds is one clear error naming the address and the option that picks
+another, never a traceback from deep inside the server."""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+from pivotal.errors import PivotalError
+
+
+class PortInUse(PivotalError):
+    """Another process already listens on this address and port."""
+
+    code = "port_in_use"
+
+
+class CannotListen(PivotalError):
+    """The system refused to listen on this address and port."""
+
+    code = "cannot_listen"
+
+
+def bind(host: str, port: int, *, option: str = "--port") -> socket.socket:
+    """A listening socket on ``host:port``, for the listener that serves there. A port
+    another process holds is ``PortInUse`` (naming ``option``, the way to choose another);
+    any other refusal (an address this machine does not have, a port it may not use) is
+    ``CannotListen``."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    where = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as exc:
+        raise CannotListen(f"cannot listen on {where}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(
+                f"{where} is in use by another process: choose another {option}, "
+                "or stop what listens there"
+            ) from None
+        raise CannotListen(f"cannot listen on {where}: {exc.strerror or exc}") from None
+    except BaseException:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
