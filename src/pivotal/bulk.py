@@ -138,7 +138,8 @@ async def act(
             elif act is Act.RERUN:
                 found.append(await _rerun(orchestrator, saga_id, by))
             else:
-                found.append(await _retry(orchestrator, saga_id, letters.get(saga_id, [])))
+                letters_of = letters.get(saga_id, [])
+                found.append(await _retry(orchestrator, saga_id, letters_of, by, search))
         except SagaNotFound:
             found.append(Result(saga_id, Outcome.NOT_FOUND))
         except PivotalError as exc:
@@ -164,10 +165,17 @@ async def _rerun(orchestrator: Orchestrator, saga_id: str, by: str) -> Result:
     return Result(saga_id, Outcome.ACTED, rerun=state.saga_id)
 
 
-async def _retry(orchestrator: Orchestrator, saga_id: str, letters: list[DeadLetter]) -> Result:
+async def _retry(
+    orchestrator: Orchestrator,
+    saga_id: str,
+    letters: list[DeadLetter],
+    by: str,
+    search: str | None,
+) -> Result:
     """Make the saga's open dead letters due now, as the single act on the API and the
     page does: a worker's sweep retries each with its undo key (a request never runs
-    hundreds of undos itself). Letters already due, or all settled, are ``already``."""
+    hundreds of undos itself); the saga notes who asked (``dead_letters_due``). Letters
+    already due, or all settled, are ``already``."""
     await orchestrator.get(saga_id)  # SagaNotFound first
     open_ = [d for d in letters if d.status == "open"]
     if not open_:
@@ -178,8 +186,7 @@ async def _retry(orchestrator: Orchestrator, saga_id: str, letters: list[DeadLet
     waiting = [d for d in open_ if d.next_retry_at is None or d.next_retry_at > now]
     if not waiting:
         return Result(saga_id, Outcome.ALREADY)
-    for d in waiting:
-        await orchestrator.store.schedule_dead_letter(d.id, now)
+    await orchestrator.dead_letters_due(saga_id, [d.id for d in waiting], by, search)
     return Result(saga_id, Outcome.ACTED)
 
 

@@ -889,23 +889,52 @@ class Orchestrator:
         fork = (await self.get(new)).plan.provenance.forked_from
         if fork is None:  # pragma: no cover - a fork's id names only forks
             raise SagaConflict(f"saga {new} is not a fork of saga {saga_id}")
-        by, reason = fork.by, fork.reason
         changes = [c.model_dump(mode="json") for c in fork.changes]
-        for _ in range(3):  # a concurrent note moves the version: read it again
+
+        def noted(e: Event) -> bool:
+            return e.type is EventType.SAGA_FORKED and e.data.get("fork") == new
+
+        data: dict[str, Any] = {"fork": new, "by": fork.by, "why": fork.reason, "changes": changes}
+        await self._note(saga_id, EventType.SAGA_FORKED, data, noted)
+
+    async def dead_letters_due(
+        self, saga_id: str, letters: Sequence[int], by: str, search: str | None = None
+    ) -> None:
+        """Make the saga's open dead letters ``letters`` due now, for a worker's sweep to
+        retry with their undo keys, and note on the saga who asked (``dead_letters_due``;
+        ``search``: the query of the search that selected it, for a bulk act)."""
+        if not canonical_person(by):
+            raise InvalidInput("retrying dead letters needs who asked for it")
+        await synced(self.clock)  # times below are the ledger's
+        now = self.clock.now()
+        for letter in letters:
+            await self.store.schedule_dead_letter(letter, now)
+        data: dict[str, Any] = {"by": by, "letters": list(letters)}
+        if search is not None:
+            data["search"] = search
+        await self._note(saga_id, EventType.DEAD_LETTERS_DUE, data, lambda e: False)
+
+    async def _note(
+        self,
+        saga_id: str,
+        kind: EventType,
+        data: dict[str, Any],
+        noted: Callable[[Event], bool],
+    ) -> None:
+        """A note on ``saga_id`` (an event that changes nothing of it), unless one already
+        there is ``noted``; fenced by version like every write, read again when another
+        write moved it meanwhile."""
+        for _ in range(3):
             stored = await self.get(saga_id)
-            events = await self.store.events(saga_id)
-            if any(e.type is EventType.SAGA_FORKED and e.data.get("fork") == new for e in events):
+            if any(noted(e) for e in await self.store.events(saga_id)):
                 return
             saga_run = self._pass(stored, None)
-            note = saga_run.event(
-                EventType.SAGA_FORKED, fork=new, by=by, why=reason, changes=changes
-            )
             try:
-                await saga_run.emit(note)
+                await saga_run.emit(saga_run.event(kind, **data))
                 return
             except VersionConflict:
                 continue
-        raise VersionConflict(f"saga {saga_id} kept changing: its fork {new} is not noted on it")
+        raise VersionConflict(f"saga {saga_id} kept changing: its {kind.value} is not noted")
 
 
 def _subjects(catalogue: Catalogue, calls: list[FlatCall]) -> dict[str, dict[str, list[str]]]:

@@ -44,6 +44,7 @@ EVENT_STYLE = {
     EventType.SAGA_RESUMED: "cyan",
     EventType.SAGA_RESOLVED: "bold blue",
     EventType.SAGA_FORKED: "cyan",
+    EventType.DEAD_LETTERS_DUE: "cyan",
     EventType.UNDO_DEAD_LETTERED: "bold red",
     EventType.APPROVAL_REQUESTED: "cyan",
     EventType.APPROVAL_GRANTED: "cyan",
@@ -227,6 +228,9 @@ def _detail(event: Event) -> str:
         return f"by {d.get('by')}: {d.get('why')}"
     if event.type is EventType.SAGA_FORKED:
         return f"into {d.get('fork')} by {d.get('by')}: {d.get('why')}"
+    if event.type is EventType.DEAD_LETTERS_DUE:
+        letters = ", ".join(str(i) for i in d.get("letters") or ())
+        return f"dead letters {letters} due now, asked by {d.get('by')}"
     if event.type is EventType.UNDO_SUCCEEDED and d.get("note"):
         return f"note: {d['note']}"
     if event.type is EventType.UNDO_PARTIAL:

@@ -88,6 +88,8 @@ class EventType(StrEnum):
     SAGA_RESUMED = "saga_resumed"  # a person fixed the cause; the saga goes on
     SAGA_RESOLVED = "saga_resolved"  # a person settled it outside; it ends here
     SAGA_FORKED = "saga_forked"  # its plan, edited, was submitted as a new saga (a note)
+    # a person made the saga's parked undos due now, for a worker's sweep (a note)
+    DEAD_LETTERS_DUE = "dead_letters_due"
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,8 +515,8 @@ def _changes(s: SagaState, event: Event) -> dict[str, Any]:
         }
     if t in _ENDINGS:
         return {"status": _ENDINGS[t], "reason": d.get("reason", s.reason)}
-    if t is EventType.SAGA_FORKED:
-        return {}  # a note on a finished saga: nothing of it changes
+    if t in (EventType.SAGA_FORKED, EventType.DEAD_LETTERS_DUE):
+        return {}  # a note: nothing of the saga changes
     raise ValueError(f"unknown event type {t!r}")
 
 

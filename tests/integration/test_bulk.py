@@ -123,6 +123,11 @@ async def test_each_act_on_each_kind_of_saga(
         [letter] = await orchestrator.store.dead_letters("open")  # due now, for a sweep
         assert letter.next_retry_at is not None
         assert letter.next_retry_at <= orchestrator.clock.now()
+        note = (await orchestrator.store.events(saga_id))[-1]  # who asked, on the saga
+        assert note.type is EventType.DEAD_LETTERS_DUE
+        assert (note.data["by"], note.data["letters"]) == ("bob", [letter.id])
+        assert after is not None
+        assert after.state.status is before.state.status  # type: ignore[union-attr]
     if chosen is Act.ABORT and outcome is Outcome.ACTED:
         assert after is not None
         assert after.state.status is SagaStatus.COMPENSATING

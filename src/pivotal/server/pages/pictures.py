@@ -234,8 +234,8 @@ class _Timeline:
                     if isinstance(i, int) and 0 <= i < len(self.lanes):
                         self.close_wait(i, False, e.at)
                         self.mark(i, "settled", e, f"settled by hand by {by}")
-            elif t is EventType.SAGA_FORKED:
-                pass  # a note on a finished saga: no worker is awaited, none was
+            elif t in (EventType.SAGA_FORKED, EventType.DEAD_LETTERS_DUE):
+                pass  # a note: no worker is awaited for it
             else:  # it ended: no worker is awaited
                 self.any_start = None
             return
