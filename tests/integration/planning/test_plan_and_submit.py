@@ -64,6 +64,7 @@ async def test_the_saga_and_every_event_carry_the_planners_provenance(
         "on_behalf_of": None,
         "about": {"order_id": "4471"},  # what the request is about, from its context
         "rerun_of": None,
+        "forked_from": None,
     }
     assert stored.plan.rationale == "no credit"
     assert state.approval is not None
