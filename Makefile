@@ -34,11 +34,13 @@ lint: $(VENV)/.installed
 check: lint
 	$(BIN)/pytest tests/unit
 
-# Every core runs tests (pytest-xdist: each worker has its own temporary folders, PostgreSQL
-# databases and ports; a worker that is free takes tests from a busy one). The 30 slowest
-# tests are printed at the end: what to make faster first.
+# Tests run side by side, two workers a core (pytest-xdist: many tests wait on a process or
+# a ledger, not the CPU; each worker has its own temporary folders, PostgreSQL databases and
+# ports; a worker that is free takes tests from a busy one). The 30 slowest tests are
+# printed at the end: what to make faster first.
+WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 test: lint
-	$(BIN)/pytest -n auto --dist worksteal --durations=30
+	$(BIN)/pytest -n $(WORKERS) --dist worksteal --durations=30
 
 # The slow lane CI runs after the suite: as many random fault schedules again, other ones
 # (5,000 on SQLite, 500 on PostgreSQL), with every fault kind mixed in; and every kind of
