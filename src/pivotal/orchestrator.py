@@ -914,6 +914,15 @@ class Orchestrator:
             data["search"] = search
         await self._note(saga_id, EventType.DEAD_LETTERS_DUE, data, lambda e: False)
 
+    async def dead_letter_due(self, dead_letter_id: int, by: str) -> bool:
+        """``dead_letters_due`` for one open dead letter (the API's and the page's retry):
+        False when there is no such open letter, and nothing changed."""
+        found = await self.store.dead_letters("open", id=dead_letter_id)
+        if not found:
+            return False
+        await self.dead_letters_due(found[0].saga_id, [dead_letter_id], by)
+        return True
+
     async def _note(
         self,
         saga_id: str,

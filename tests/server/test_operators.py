@@ -18,6 +18,7 @@ from pivotal.planning import (
     propose_plan,
 )
 from pivotal.principals import Role
+from pivotal.state import EventType
 from pivotal.store import Store
 from pivotal.store.base import DeadLetter
 from pivotal.worker import Sweeper
@@ -60,6 +61,9 @@ async def test_a_dead_letter_retried_is_due_now_and_a_sweep_settles_it(
     }
     [due] = await store.dead_letters("open")
     assert due.next_retry_at == clock.now()
+    note = (await store.events("dl"))[-1]  # who asked, on the saga
+    assert note.type is EventType.DEAD_LETTERS_DUE
+    assert (note.data["by"], note.data["letters"]) == ("operator", [letter.id])
     services.faults.clear()  # the warehouse is back
     report = await Sweeper(orchestrator).sweep()  # no clock advance: it is due now
     assert (report.dead_letters_retried, report.dead_letters_settled) == (1, 1)

@@ -605,7 +605,7 @@ async def dead_letter(request: Request, dead_letter_id: int, action: str) -> Res
         return form
     ctx = _ctx(request)
     if action == "retry":
-        if not await ctx.store.schedule_dead_letter(dead_letter_id, ctx.clock.now()):
+        if not await ctx.orchestrator.dead_letter_due(dead_letter_id, who.name):
             return refused(request, who, 404, "There is no such open dead letter.")
         return to("/ui/dead-letters?notice=retry")
     if action != "resolve":

@@ -86,11 +86,11 @@ async def dead_letters(
 async def retry_dead_letter(
     ctx: Ctx, who: Operator, dead_letter_id: Annotated[int, Path(ge=1, le=MAX_ID)]
 ) -> dict[str, Any]:
-    """Make the parked undo due now: a worker's sweep retries it with its undo key."""
-    now = ctx.clock.now()
-    if not await ctx.store.schedule_dead_letter(dead_letter_id, now):
+    """Make the parked undo due now: a worker's sweep retries it with its undo key; the
+    saga notes who asked (``dead_letters_due``)."""
+    if not await ctx.orchestrator.dead_letter_due(dead_letter_id, who.name):
         raise DeadLetterNotFound(f"no open dead letter {dead_letter_id}")
-    return {"dead_letter_id": dead_letter_id, "status": "open", "next_retry_at": now}
+    return {"dead_letter_id": dead_letter_id, "status": "open", "next_retry_at": ctx.clock.now()}
 
 
 @router.post(
