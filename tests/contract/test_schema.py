@@ -70,6 +70,7 @@ async def test_sqlite_keeps_the_sagas_counts_from_the_sagas_a_ledger_had(
         "DROP TABLE saga_counts; DROP TRIGGER saga_counts_created; "
         "DROP TRIGGER saga_counts_moved; DROP TRIGGER saga_counts_deleted; "
         "DROP TABLE exposure; DROP INDEX tokens_person; ALTER TABLE tokens DROP COLUMN person; "
+        "DROP TABLE saved_searches; "
         "DELETE FROM schema_version WHERE version >= 16;"
     )
 

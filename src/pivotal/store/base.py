@@ -22,6 +22,7 @@ from pivotal.store.planning_records import (
     PlanningMode,
     PlanningRun,
 )
+from pivotal.store.saved import SavedSearch
 from pivotal.store.search import SagaFilter
 
 
@@ -368,6 +369,29 @@ class Store(Protocol):
     async def revoke_token(self, token_id: str, at: float) -> Token | None:
         """Revoke a token (a revoked one keeps its first revocation time); None when there is
         no token with that id."""
+        ...
+
+    # -- a person's saved searches (``store.saved``) -----------------------------------------
+
+    async def save_search(self, person: str, name: str, query: str) -> SavedSearch:
+        """Keep ``query`` (a search's query, as typed) as the search ``name`` of ``person``
+        (a name, kept canonical: ``principals.canonical_person``), replacing theirs of that
+        name; times from the ledger's clock. Refused, writing nothing: a query no search
+        understands or with paging (``InvalidFilter``), a bad name or no person
+        (``InvalidSavedSearch``), a person keeping ``saved.MAX_SAVED`` searches already
+        (``SavedSearchesFull``), decided in the transaction that would write."""
+        ...
+
+    async def saved_searches(self, person: str) -> list[SavedSearch]:
+        """``person``'s saved searches, by name (never another person's)."""
+        ...
+
+    async def saved_search(self, person: str, name: str) -> SavedSearch | None:
+        """``person``'s saved search ``name``; None when they have none of that name."""
+        ...
+
+    async def delete_search(self, person: str, name: str) -> bool:
+        """Delete ``person``'s saved search ``name``; False when they had none."""
         ...
 
     # -- operations ---------------------------------------------------------------------------

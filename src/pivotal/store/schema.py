@@ -300,6 +300,20 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE tokens ADD COLUMN person TEXT;
     CREATE INDEX tokens_person ON tokens(person);
     """,
+    # 19: searches of the sagas a person saved by name (``store.saved``): the query as typed
+    # (its filters only, checked by the search's parser), kept under the person's canonical
+    # name (``principals.canonical_person``); first saved and last replaced on the ledger's
+    # clock. The key serves both a person's list and one search by name.
+    """
+    CREATE TABLE saved_searches (
+        person TEXT NOT NULL,
+        name TEXT NOT NULL,
+        query TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (person, name)
+    );
+    """,
 )
 
 

@@ -47,6 +47,7 @@ from pivotal.store.search import SagaFilter, check_limit
 from pivotal.store.sql_ops import SQLOps
 from pivotal.store.sql_outbox import SQLOutbox
 from pivotal.store.sql_planning import SQLPlanning
+from pivotal.store.sql_saved import SQLSaved
 
 _tokens = [uuid.uuid4().hex]  # this process's prefix; a counter makes each token unique
 _counter = itertools.count()
@@ -73,7 +74,7 @@ def _new_token() -> str:
     return f"{_tokens[0]}-{next(_counter)}"
 
 
-class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
+class SQLStore(SQLPlanning, SQLOutbox, SQLOps, SQLSaved):
     """Every store operation, over the two backend primitives."""
 
     dialect: ClassVar[q.Dialect] = q.SQLITE

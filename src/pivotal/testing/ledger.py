@@ -39,6 +39,7 @@ from pivotal.store.planning_records import (
     PlanningMode,
     PlanningRun,
 )
+from pivotal.store.saved import SavedSearch
 from pivotal.store.search import SagaFilter
 from pivotal.testing.chaos import LedgerFactory
 from pivotal.testing.inflight import CURRENT
@@ -339,6 +340,18 @@ class FlakyStore:
 
     async def revoke_token(self, token_id: str, at: float) -> Token | None:
         return await self.inner.revoke_token(token_id, at)
+
+    async def save_search(self, person: str, name: str, query: str) -> SavedSearch:
+        return await self.inner.save_search(person, name, query)
+
+    async def saved_searches(self, person: str) -> list[SavedSearch]:
+        return await self.inner.saved_searches(person)
+
+    async def saved_search(self, person: str, name: str) -> SavedSearch | None:
+        return await self.inner.saved_search(person, name)
+
+    async def delete_search(self, person: str, name: str) -> bool:
+        return await self.inner.delete_search(person, name)
 
     async def record_run(self, run: PlanningRun) -> None:
         await self.inner.record_run(run)
