@@ -24,8 +24,8 @@ of the answer:
 The roles are those of README's role table: agents validate, submit and read their own
 sagas and the catalogues; approvers, operators and viewers read; approvers decide pivots;
 operators settle dead letters, escalations and parked sagas; only operators and viewers read
-the weekly report (``GET /v1/report``); any role may scrape ``/metrics`` and read
-``/openapi.json``.
+the weekly report (``GET /v1/report``); every person (not an agent) keeps saved searches of
+their own; any role may scrape ``/metrics`` and read ``/openapi.json``.
 """
 
 from __future__ import annotations
@@ -143,6 +143,13 @@ TABLE: dict[tuple[str, str], Row] = {
     ("GET", "/v1/sagas/{saga_id}/events"): token(READERS, "/v1/sagas/nope/events"),
     ("GET", "/v1/report"): token({OPERATOR, VIEWER}, "/v1/report"),
     ("GET", "/v1/workers"): token(READERS, "/v1/workers"),
+    # a person's own saved searches (an agent has none)
+    ("GET", "/v1/searches"): token(READERS, "/v1/searches"),
+    ("GET", "/v1/searches/{name}"): token(READERS, "/v1/searches/mine"),
+    ("PUT", "/v1/searches/{name}"): token(
+        READERS, "/v1/searches/mine", {"query": "status=compensated&created_since=7d"}
+    ),
+    ("DELETE", "/v1/searches/{name}"): token(READERS, "/v1/searches/mine"),
     # -- the pages, by session ------------------------------------------------------------
     ("POST", "/ui/logout"): page(READERS, Call("/ui/logout", {}), signs_out=True),
     ("GET", "/ui/approvals"): page(READERS, Call("/ui/approvals")),

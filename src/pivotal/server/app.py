@@ -24,6 +24,7 @@ from pivotal.server.routes import (
     health,
     operators,
     reports,
+    searches,
     workers,
 )
 from pivotal.server.routes import metrics as metrics_route
@@ -93,6 +94,7 @@ def create_app(
         reports,
         metrics_route,
         workers,
+        searches,
     ):
         api.include_router(group.router)
     api.include_router(pages.router)

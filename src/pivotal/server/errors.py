@@ -29,6 +29,7 @@ from pivotal.errors import (
     VersionConflict,
 )
 from pivotal.store.planning_records import EscalationClosed, EscalationNotFound
+from pivotal.store.saved import SavedSearchNotFound
 
 
 class Unauthorized(PivotalError):
@@ -69,6 +70,7 @@ STATUS: tuple[tuple[type[PivotalError], int], ...] = (
     (NotFound, 404),
     (SagaNotFound, 404),
     (EscalationNotFound, 404),
+    (SavedSearchNotFound, 404),
     (BodyTooLarge, 413),
     (PlanTooLarge, 413),
     (PlanParseError, 422),
@@ -111,7 +113,7 @@ WHY = {
     400: "The request cannot be carried out.",
     401: "No bearer token, or an unknown or revoked one.",
     403: "The caller's role may not do this.",
-    404: "Nothing here.",
+    404: "Nothing here (or nothing of the caller's).",
     409: "The saga, dead letter or escalation is not in a state that allows this.",
     413: "The request body is too large.",
     422: "The request or the plan is invalid.",

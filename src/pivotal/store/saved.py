@@ -16,18 +16,21 @@ input is refused with a code, and changes nothing."""
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import parse_qsl, urlencode
 
 from pivotal.errors import InvalidInput, PivotalError
 from pivotal.principals import canonical_person
-from pivotal.store.search import PAGING, InvalidFilter, SagaFilter, refuse_unknown
+from pivotal.store.search import FIELDS, PAGING, InvalidFilter, SagaFilter, refuse_unknown
 
 MAX_NAME = 80  # characters of a saved search's name
 MAX_QUERY = 2000  # characters of its query
 MAX_SAVED = 50  # saved searches a person may keep
 MAX_PERSON = 200  # characters of the name of the person they are kept for
 MAX_PARAMETERS = 100  # parameters of a query
+SAVED = "saved"  # the parameter (the option: --saved) that runs a saved search by name
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,3 +138,32 @@ def _pairs(query: str) -> list[tuple[str, str]]:
         )
     refuse_unknown(n for n, _ in pairs)
     return [(n, v) for n, v in pairs if v.strip()]
+
+
+class SavedSearches(Protocol):
+    async def saved_search(self, person: str, name: str) -> SavedSearch | None: ...
+
+
+async def filters_of(
+    store: SavedSearches, person: str, name: str, given: Iterable[str] = ()
+) -> dict[str, list[str]]:
+    """The filters of ``person``'s saved search ``name``, as ``SagaFilter.parse`` reads a
+    surface's parameters: what ``saved=NAME`` runs. ``given``: the other parameters the
+    surface received; a filter among them is refused (``InvalidFilter``): a saved search
+    runs as it was saved (save it again to change it). ``SavedSearchNotFound`` when the
+    person has none of that name (another's is never theirs)."""
+    beside = sorted({n for n in given if n in FIELDS})
+    if beside:
+        raise InvalidFilter(
+            f"{SAVED} runs a saved search as it was saved: no filter beside it "
+            f"({beside[0][:40]}); save it again to change it"
+        )
+    found = await store.saved_search(person, name)
+    if found is None:
+        raise not_found(name)
+    return given_of(found.query)
+
+
+def not_found(name: str) -> SavedSearchNotFound:
+    """What a person is told of a saved search of theirs that is not there."""
+    return SavedSearchNotFound(f"no saved search named {name[:MAX_NAME]!r} is yours")

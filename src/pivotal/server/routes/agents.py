@@ -28,6 +28,7 @@ from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
 from pivotal.server.errors import AUTHED, responses
 from pivotal.server.limits import Page, page
+from pivotal.store.saved import SAVED, filters_of
 from pivotal.store.search import PAGING, InvalidFilter, SagaFilter, refuse_unknown
 from pivotal.validation import validate_bounded
 
@@ -172,7 +173,7 @@ class SagaPage(views.Page[views.SagaRow]):
 Text = Annotated[str | None, Query()]
 
 
-@router.get("/sagas", response_model=SagaPage)
+@router.get("/sagas", response_model=SagaPage, responses=responses(404))
 async def list_sagas(
     request: Request,
     ctx: Ctx,
@@ -204,13 +205,25 @@ async def list_sagas(
     sort: Annotated[str, Query(description="created or updated.")] = "created",
     order: Annotated[str, Query(description="desc (newest first) or asc.")] = "desc",
     cursor: Annotated[str | None, Query(description="A page's next_cursor.")] = None,
+    saved: Annotated[
+        str | None,
+        Query(
+            description="Run the caller's saved search of this name (GET /v1/searches), "
+            "with no other filter; 404 saved_search_not_found when none of theirs has it."
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Sagas, newest first, filtered (``status=needs_human``: those parked for a person;
-    every filter at once, see ``store.search``), a page at a time: ``next_cursor`` starts the
-    next. ``offset`` pages only the plain listing (at most one status, newest first). 422
-    ``invalid_filter`` or ``invalid_cursor`` names what is wrong."""
-    refuse_unknown(request.query_params.keys(), PAGING)
-    given = SagaFilter.given(locals())
+    every filter at once, see ``store.search``), or as the caller's saved search ``saved``
+    filters them, a page at a time: ``next_cursor`` starts the next. ``offset`` pages only
+    the plain listing (at most one status, newest first). 422 ``invalid_filter`` or
+    ``invalid_cursor`` names what is wrong."""
+    refuse_unknown(request.query_params.keys(), (*PAGING, SAVED))
+    if saved is None:
+        given = SagaFilter.given(locals())
+    else:
+        sent = request.query_params.keys()
+        given = await filters_of(ctx.store, who.name, saved, sent)
     wanted = SagaFilter.parse(given, ctx.clock.now())
     if pages.offset:  # the listing as it always paged, by offset
         if cursor or not wanted.plain:
