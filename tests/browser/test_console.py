@@ -1,10 +1,10 @@
 """The operator's console in a real browser (Chromium through Playwright) against ``pivotal
 serve``'s app under uvicorn, one test per capability: search and filter the sagas (and page
-through them), read why a saga failed (its traceback and its retries, folded), abort a saga
-before its pivot, run a compensated plan again, fork a completed one with an argument
-changed, resume a parked one from a step, download a saga's events, the pictures
-under the Content-Security-Policy, the workers page, and a saga's page following long work
-as it reports its progress, until it comes to rest.
+through them), save a search by name and follow it back, read why a saga failed (its
+traceback and its retries, folded), abort a saga before its pivot, run a compensated plan
+again, fork a completed one with an argument changed, resume a parked one from a step,
+download a saga's events, the pictures under the Content-Security-Policy, the workers page,
+and a saga's page following long work as it reports its progress, until it comes to rest.
 
 It also takes the documents' screenshots of these pages (docs/screenshots/; how they stay
 the same on every run: tests/browser/browser_kit.py)."""
@@ -260,24 +260,24 @@ SAGAS = (
 )
 
 
-def test_search_filters_and_sorts_the_sagas(
-    console: Console, page: sync_api.Page, tmp_path: Path
-) -> None:
-    async def write(orch: Orchestrator) -> None:
-        for saga_id, catalogue, status, created, updated, reason, order in SAGAS:
-            await make(
-                orch.store,
-                saga_id,
-                at=NOW - created * HOUR,
-                updated=NOW - updated * HOUR,
-                catalogue=catalogue,
-                status=status,
-                reason=reason,
-                subjects={"order_id": [order]},
-                actor_id=f"{catalogue}-agent",
-            )
+async def write_sagas(orch: Orchestrator) -> None:
+    """The sagas of ``SAGAS``, straight through the ledger."""
+    for saga_id, catalogue, status, created, updated, reason, order in SAGAS:
+        await make(
+            orch.store,
+            saga_id,
+            at=NOW - created * HOUR,
+            updated=NOW - updated * HOUR,
+            catalogue=catalogue,
+            status=status,
+            reason=reason,
+            subjects={"order_id": [order]},
+            actor_id=f"{catalogue}-agent",
+        )
 
-    console.run(write)
+
+def test_search_filters_and_sorts_the_sagas(console: Console, page: sync_api.Page) -> None:
+    console.run(write_sagas)
     console.serve()
     console.open(page, Role.VIEWER, "/ui/sagas")
     everything = [s[0] for s in reversed(SAGAS)]  # newest first
@@ -296,8 +296,6 @@ def test_search_filters_and_sorts_the_sagas(
     link = page.get_by_role("link", name="Link to this search")
     searched = "status=compensated&reason=declined&sort=created&order=desc"
     expect(link).to_have_attribute("href", f"/ui/sagas?{searched}")
-    filters(page)  # shown unfolded, under the results
-    shot(page, tmp_path, "sagas-search.png")
 
     # sorted by the last update, oldest first: ship-4472 was updated last
     filters(page)
@@ -336,6 +334,62 @@ def test_search_filters_and_sorts_the_sagas(
     assert "status of 400 (Bad Request)" in refused
     assert "created_since=last+week" in refused
     assert console.dialogs == []
+
+
+def saved(page: sync_api.Page) -> sync_api.Locator:
+    """The links of the person's saved searches on the Sagas page."""
+    return page.get_by_role("navigation", name="Your saved searches").get_by_role("link")
+
+
+def test_a_search_saved_by_name_is_followed_back_from_the_sagas_page(
+    console: Console, page: sync_api.Page, tmp_path: Path
+) -> None:
+    console.run(write_sagas)
+    console.serve()
+    console.open(page, Role.VIEWER, "/ui/sagas")
+    expect(page.get_by_label("Save this search as")).to_have_count(0)  # no search made yet
+    page.get_by_label("needs_human", exact=True).check()
+    page.get_by_role("button", name="Search").click()
+    page.get_by_label("Save this search as").fill("stuck")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(saved(page)).to_have_text(["stuck"])
+
+    # compensated, "declined" in the reason: saved, and shown as the search it is
+    filters(page)
+    page.get_by_label("needs_human", exact=True).uncheck()
+    page.get_by_label("compensated", exact=True).check()
+    page.get_by_label("Reason contains").fill("declined")
+    page.get_by_role("button", name="Search").click()
+    link = page.get_by_role("link", name="Link to this search").get_attribute("href")
+    assert link == "/ui/sagas?status=compensated&reason=declined&sort=created&order=desc"
+    page.get_by_label("Save this search as").fill("declined cards")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page).to_have_url(f"{console.url}{link}")
+    expect(saved(page)).to_have_text(["declined cards", "stuck"])
+    expect(page.get_by_role("link", name="declined cards")).to_have_attribute(
+        "aria-current", "page"
+    )
+
+    # another search, then back to the saved one: exactly as "Link to this search" was
+    filters(page)
+    page.get_by_role("link", name="clear").click()
+    expect(saga_ids(page)).to_have_count(len(SAGAS))
+    expect(page.get_by_role("link", name="declined cards")).not_to_have_attribute(
+        "aria-current", "page"
+    )
+    page.get_by_role("link", name="declined cards").click()
+    expect(page).to_have_url(f"{console.url}{link}")
+    expect(saga_ids(page)).to_have_text(["ship-4474", "chk-order-3", "ship-4472"])
+    expect(page.get_by_label("compensated", exact=True)).to_be_checked()
+    expect(page.get_by_label("Reason contains")).to_have_value("declined")
+    filters(page)  # shown unfolded, under the results
+    shot(page, tmp_path, "sagas-search.png")
+
+    # deleted: gone from the list, and the page stays on the search it showed
+    page.get_by_role("button", name="Delete stuck").click()
+    expect(page).to_have_url(f"{console.url}{link}")
+    expect(saved(page)).to_have_text(["declined cards"])
+    console.quiet()
 
 
 def test_a_search_pages_through_the_sagas_200_at_a_time(

@@ -173,6 +173,12 @@ TABLE: dict[tuple[str, str], Row] = {
         {OPERATOR}, Call("/ui/sagas/nope/fork", {"changes": "0.quantity=1", "reason": "fewer"})
     ),
     ("GET", "/ui/needs-human"): page(READERS, Call("/ui/needs-human")),
+    ("POST", "/ui/searches"): page(
+        READERS, Call("/ui/searches", {"name": "mine", "query": "status=compensated"})
+    ),
+    ("POST", "/ui/searches/{name}/delete"): page(
+        READERS, Call("/ui/searches/mine/delete", {"back": "status=compensated"})
+    ),
     ("POST", "/ui/sagas/{saga_id}/{action}"): page(
         {OPERATOR},
         Call("/ui/sagas/nope/resume", WHY),

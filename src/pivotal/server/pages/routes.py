@@ -396,6 +396,8 @@ async def sagas(request: Request) -> Response:
         "link": None,  # the search as a link to copy (None: no search was made)
         "search": "",  # the search as the bulk form carries it
         "acts": [(a.value, BULK_ACTS[a]) for a in bulk.Act],
+        "to_save": "",  # the search's filters as typed, for "Save this search"
+        "saved": await _saved(ctx, who, query.multi_items()),  # the person's saved searches
     }
     try:
         refuse_unknown(query.keys(), PAGING)
@@ -422,7 +424,21 @@ async def sagas(request: Request) -> Response:
         given_query = [(k, v) for k, v in query.multi_items() if k != "cursor" and v.strip()]
         values["link"] = "/ui/sagas?" + urlencode(given_query)
         values["search"] = urlencode(wanted.query(), doseq=True)
+        values["to_save"] = urlencode([(k, v) for k, v in given_query if k not in PAGING])
     return page(request, "sagas.html", 200, who, **values)
+
+
+async def _saved(ctx: Context, who: Viewer, given: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The person's saved searches as the sagas page lists them: each a link to the sagas
+    page with its query (as "Link to this search" is), marked when it is the search shown."""
+    shown = urlencode([(k, v) for k, v in given if k not in PAGING and v.strip()])
+    try:
+        found = await ctx.store.saved_searches(who.name)
+    except InvalidInput:  # a name that names no one (a proxy's header, say): none
+        return []
+    return [
+        {"name": s.name, "link": "/ui/sagas?" + s.query, "current": s.query == shown} for s in found
+    ]
 
 
 @router.get("/sagas/{saga_id}")
