@@ -16,6 +16,7 @@ TABLES = {  # the commands that print a table, or a view made of tables
     "sagas list",
     "sagas show",
     "sagas events",
+    "searches list",
     "approvals list",
     "dead-letters list",
     "tokens list",
@@ -47,6 +48,7 @@ def _ledger(inproc: InProcess) -> None:
     name = "tok-" + "x" * 40  # long enough that a table at 80 columns must squeeze it
     inproc.ok("tokens", "create", "--name", name, "--role", "approver")
     inproc.ok("tokens", "create", "--name", "planner-bot", "--role", "agent")
+    inproc.ok("searches", "save", "stuck", "status=needs_human")
 
     async def start() -> None:
         async with SQLiteStore(inproc.ledger) as store:
@@ -59,6 +61,7 @@ def _ledger(inproc: InProcess) -> None:
 
 READS = [
     ("sagas", "list"),
+    ("searches", "list"),
     ("approvals", "list"),
     ("dead-letters", "list"),
     ("tokens", "list"),

@@ -11,6 +11,7 @@ module                  commands
 ``ops``                 ``validate``, ``execute``, ``submit``, ``worker``, ``sweep``,
                         ``migrate``
 ``sagas``               ``sagas list/show/resume/resolve``
+``searches``            ``searches list/save/delete`` (a person's saved searches of the sagas)
 ``approvals``           ``approvals list/approve/reject``
 ``dead_letters``        ``dead-letters list/retry/resolve``
 ``planning``            ``plan``, ``escalations list/show/resolve``,
@@ -45,6 +46,7 @@ from pivotal.cli import (
     report,
     root,
     sagas,
+    searches,
     serve,
     tokens,
     workers,
@@ -72,6 +74,7 @@ def build() -> typer.Typer:
     planning.register(app)
     ops.register(app)
     sagas.register(app)
+    searches.register(app)
     approvals.register(app)
     dead_letters.register(app)
     tokens.register(app)

@@ -59,12 +59,14 @@ from pivotal.cli._shared import (
     show,
     writing,
 )
+from pivotal.cli.searches import By, person
 from pivotal.errors import SagaNotFound
 from pivotal.fork import parse_edit
 from pivotal.state import Event, SagaState
 from pivotal.store import Store, StoredSaga, count_rows
+from pivotal.store.saved import filters_of
+from pivotal.store.search import FIELDS, InvalidFilter, SagaFilter
 from pivotal.store.search import MAX_LIMIT as MAX_SEARCH
-from pivotal.store.search import InvalidFilter, SagaFilter
 from pivotal.terminal import printable
 
 sagas = new_group(
@@ -111,17 +113,35 @@ def sagas_list(
             help='With --json: {"items": [...], "next_cursor": ...} (implied by --cursor).',
         ),
     ] = False,
+    saved: Annotated[
+        str | None,
+        typer.Option(
+            "--saved",
+            metavar="NAME",
+            help="Run the person's saved search NAME (pivotal searches list), with no other "
+            "filter.",
+        ),
+    ] = None,
+    by: By = None,
     limit: Limit = 100,
     as_json: JsonFlag = False,
     wide: WideFlag = False,
 ) -> None:
-    """List sagas, newest first; filter and search them, and page with --cursor."""
+    """List sagas, newest first; filter and search them (or run a saved search), and page
+    with --cursor."""
     given = SagaFilter.given(locals())
     paged = paged or cursor is not None
+    if by is not None and saved is None:
+        raise typer.BadParameter("--by names whose saved search --saved runs", param_hint="--by")
 
     async def work() -> tuple[list[Any], int | None, str | None]:
         async with reading(settings_of(ctx)) as store:
-            wanted = SagaFilter.parse(given, await store.ledger_time())
+            now = await store.ledger_time()
+            wanted = SagaFilter.parse(given, now)
+            if saved is not None:
+                beside = [f for f in FIELDS if getattr(wanted, f) != getattr(SagaFilter(), f)]
+                kept = await filters_of(store, person(by), saved, beside)
+                wanted = SagaFilter.parse(kept, now)
             if wanted.plain and not paged:  # as it always listed: newest, counted
                 one = wanted.status[0] if wanted.status else None
                 found = await store.list_sagas(one, limit)
