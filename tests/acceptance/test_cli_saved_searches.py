@@ -1,12 +1,14 @@
 """``pivotal searches list|save|delete`` and ``pivotal sagas list --saved NAME``: a person's
 saved searches, the same the Sagas page and the API keep (``--by NAME``, else the OS user);
 a saved search runs as its query does; bad input is one line ``error [code]`` and changes
-nothing. The real console script runs them on both ledgers."""
+nothing. The real console script runs the README's commands on both ledgers."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shlex
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,8 @@ from cli_harness import InProcess
 from pivotal.cli._shared import os_user
 from pivotal.store import SQLiteStore
 from search_ledger import six
+
+README = Path(__file__).parents[2] / "README.md"
 
 
 def fill(inproc: InProcess) -> None:
@@ -119,12 +123,26 @@ def test_the_os_user_is_whose_they_are_by_default(inproc: InProcess) -> None:
     assert [s["name"] for s in inproc.json("searches", "list", "--by", os_user())] == ["mine"]
 
 
-def test_the_console_script_on_both_ledgers(any_cli: Any) -> None:
-    """The README's commands, as written there, through the installed script."""
-    saved = any_cli.json("searches", "save", "stuck", "status=needs_human&created_since=7d")
+def readme_commands() -> list[list[str]]:
+    """The commands README's "Saved searches" shows, each as its arguments."""
+    section = README.read_text().partition("**Saved searches.**")[2]
+    shown = section.partition("\n    pivotal ")[2].partition("\n\n")[0]
+    return [shlex.split(line) for line in ("pivotal " + shown).splitlines()]
+
+
+def test_the_readmes_commands_run_as_written_on_both_ledgers(any_cli: Any) -> None:
+    commands = readme_commands()
+    assert [c[:3] for c in commands] == [
+        ["pivotal", "searches", "save"],
+        ["pivotal", "searches", "list"],
+        ["pivotal", "sagas", "list"],
+        ["pivotal", "searches", "delete"],
+    ]
+    save, listing, run_it, delete = (c[1:] for c in commands)
+    saved = any_cli.json(*save)
     assert saved["query"] == "status=needs_human&created_since=7d"
-    assert any_cli.json("sagas", "list", "--saved", "stuck") == []
-    assert [s["name"] for s in any_cli.json("searches", "list")] == ["stuck"]
-    assert "stuck" in any_cli.ok("searches", "list")
-    assert any_cli.json("searches", "delete", "stuck") == {"deleted": "stuck"}
-    assert any_cli.json("searches", "list") == []
+    assert "stuck" in any_cli.ok(*listing)
+    assert [s["name"] for s in any_cli.json(*listing)] == ["stuck"]
+    assert any_cli.json(*run_it) == []  # no saga waits for a person in a new ledger
+    assert any_cli.json(*delete) == {"deleted": "stuck"}
+    assert any_cli.json(*listing) == []
