@@ -26,7 +26,7 @@ from pivotal.principals import canonical_person
 from pivotal.store.search import FIELDS, PAGING, InvalidFilter, SagaFilter, refuse_unknown
 
 MAX_NAME = 80  # characters of a saved search's name
-MAX_QUERY = 2000  # characters of its query
+MAX_QUERY = 4000  # characters of its query (as the sagas page's bulk form carries a search)
 MAX_SAVED = 50  # saved searches a person may keep
 MAX_PERSON = 200  # characters of the name of the person they are kept for
 MAX_PARAMETERS = 100  # parameters of a query
