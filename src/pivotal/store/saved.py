@@ -1,6 +1,6 @@
 """Saved searches: a search of the sagas kept by name, per person, in the ledger.
 
-A saved search holds the query of a search as it was typed (``status=failed&created_since=7d``:
+A saved search holds the query of a search as typed (``status=compensated&created_since=7d``:
 a relative time stays relative, and is read again each time the search runs), checked by the
 very parser every surface searches with (``SagaFilter.parse``): a saved search never holds a
 filter no search understands, nor paging (``cursor``, ``limit``, ``offset`` are given when it
