@@ -475,7 +475,8 @@ async def _saga_values(ctx: Context, saga_id: str) -> dict[str, Any] | None:
         # overdue by the clock that set the due times: the ledger's (``clock.LedgerClock``)
         "steps": views.steps(stored, events, progress, ctx.orchestrator.clock.now()),
         "events": views.timeline(state, events),
-        "pictures": pictures.for_page(state, events, ctx.orchestrator.app, ctx.clock.now()),
+        # the timeline says where each call stands as the steps table does, at the same time
+        "pictures": pictures.for_page(state, events, ctx.orchestrator.app, now, progress),
         "parked": state.status is SagaStatus.NEEDS_HUMAN,
         "awaiting": state.status is SagaStatus.AWAITING_APPROVAL,
         "following": not state.status.terminal,
