@@ -37,6 +37,9 @@ _PAGE = MAX_SAGAS + 1
 _OVER = (SagaStatus.COMPENSATING, SagaStatus.COMPENSATED, SagaStatus.COMPENSATION_FAILED)
 
 
+NOT_NOTED = "its dead letters are due; who asked is not noted on the saga: it kept changing"
+
+
 class Act(StrEnum):
     ABORT = "abort"
     RERUN = "rerun"
@@ -58,8 +61,9 @@ class TooManySagas(InvalidInput):
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """What became of one saga: ``code`` and ``message`` say why it was refused;
-    ``rerun`` is the id of the saga its plan runs again as."""
+    """What became of one saga: ``code`` and ``message`` say why it was refused (an act
+    done may have a ``message`` too: what of it was not done); ``rerun`` is the id of the
+    saga its plan runs again as."""
 
     saga_id: str
     outcome: Outcome
@@ -175,7 +179,8 @@ async def _retry(
     """Make the saga's open dead letters due now, as the single act on the API and the
     page does: a worker's sweep retries each with its undo key (a request never runs
     hundreds of undos itself); the saga notes who asked (``dead_letters_due``). Letters
-    already due, or all settled, are ``already``."""
+    already due, or all settled (before or while this runs), are ``already``; letters made
+    due whose note lost to a saga that kept changing are ``acted``, with a message."""
     await orchestrator.get(saga_id)  # SagaNotFound first
     open_ = [d for d in letters if d.status == "open"]
     if not open_:
@@ -186,7 +191,11 @@ async def _retry(
     waiting = [d for d in open_ if d.next_retry_at is None or d.next_retry_at > now]
     if not waiting:
         return Result(saga_id, Outcome.ALREADY)
-    await orchestrator.dead_letters_due(saga_id, [d.id for d in waiting], by, search)
+    done = await orchestrator.dead_letters_due(saga_id, [d.id for d in waiting], by, search)
+    if not done.made:  # settled meanwhile
+        return Result(saga_id, Outcome.ALREADY)
+    if not done.noted:
+        return Result(saga_id, Outcome.ACTED, message=NOT_NOTED)
     return Result(saga_id, Outcome.ACTED)
 
 

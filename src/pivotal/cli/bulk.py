@@ -156,7 +156,9 @@ def sagas_bulk(
         dump({"act": chosen.value, "count": len(results), "counts": counts, "sagas": rows})
     else:
         for r in results:
-            why_not = f" [{r.code}] {r.message}" if r.code else ""
+            why_not = (
+                f" [{r.code}] {r.message}" if r.code else f" ({r.message})" if r.message else ""
+            )
             again = f" -> {r.rerun}" if r.rerun else ""
             out.print(Text(printable(f"{r.saga_id}: {r.outcome.value}{again}{why_not}")))
         out.print(Text(", ".join(f"{n} {o.replace('_', ' ')}" for o, n in counts.items())))

@@ -70,6 +70,8 @@ NOTICES = {
     "approved": "Approved: a worker runs the saga on.",
     "rejected": "Rejected: a worker runs the undos.",
     "retry": "The dead letter is due now: a worker's sweep retries it.",
+    "retry-not-noted": "The dead letter is due now: a worker's sweep retries it. Who asked "
+    "is not noted on its saga: the saga kept changing.",
     "resolved": "Recorded as resolved.",
     "resumed": "Resumed: a worker picks the saga up.",
     "escalation": "The escalation is closed.",
@@ -606,9 +608,10 @@ async def dead_letter(request: Request, dead_letter_id: int, action: str) -> Res
         return form
     ctx = _ctx(request)
     if action == "retry":
-        if not await ctx.orchestrator.dead_letter_due(dead_letter_id, who.name):
+        done = await ctx.orchestrator.dead_letter_due(dead_letter_id, who.name)
+        if not done.made:
             return refused(request, who, 404, "There is no such open dead letter.")
-        return to("/ui/dead-letters?notice=retry")
+        return to("/ui/dead-letters?notice=" + ("retry" if done.noted else "retry-not-noted"))
     if action != "resolve":
         return refused(request, who, 404, "There is no such action.")
     reason = _reason(form)
