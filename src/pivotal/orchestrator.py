@@ -951,6 +951,8 @@ class Orchestrator:
         """``dead_letters_due`` for one open dead letter (the API's, the page's and the
         CLI's retry): nothing made due when there is no such open letter (or it was settled
         meanwhile), and nothing changed then."""
+        if not canonical_person(by):
+            raise InvalidInput("retrying dead letters needs who asked for it")
         found = await self.store.dead_letters("open", id=dead_letter_id)
         if not found:
             return LettersDue((), noted=False)
