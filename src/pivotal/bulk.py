@@ -83,12 +83,14 @@ def act_of(given: str) -> Act:
 
 def check(act: Act, by: str, reason: str) -> str:
     """The reason, after refusing (``InvalidInput``) what the single act would refuse
-    before anything: no person, or for an abort no reason (``saga_actions.reason_of``)."""
+    before anything: no person, or for an abort no reason; a reason given (recorded with
+    every act) is checked as any (``saga_actions.reason_of``)."""
     if not canonical_person(by):
         raise InvalidInput(f"{act.value} of many sagas needs who asked for it")
-    if act is Act.ABORT:
-        return saga_actions.reason_of(reason, "aborting sagas")
-    return reason.strip()
+    if act is Act.ABORT or reason.strip():
+        what = "aborting sagas" if act is Act.ABORT else f"{act.value} of many sagas"
+        return saga_actions.reason_of(reason, what)
+    return ""
 
 
 async def select(store: Store, wanted: SagaFilter, bound: int | None = None) -> list[str]:
@@ -140,7 +142,7 @@ async def act(
             if act is Act.ABORT:
                 found.append(await _abort(orchestrator, saga_id, by, why, search))
             elif act is Act.RERUN:
-                found.append(await _rerun(orchestrator, saga_id, by))
+                found.append(await _rerun(orchestrator, saga_id, by, why))
             else:
                 letters_of = letters.get(saga_id, [])
                 found.append(await _retry(orchestrator, saga_id, letters_of, by, search))
@@ -161,11 +163,13 @@ async def _abort(
     return Result(saga_id, Outcome.ACTED)
 
 
-async def _rerun(orchestrator: Orchestrator, saga_id: str, by: str) -> Result:
+async def _rerun(orchestrator: Orchestrator, saga_id: str, by: str, why: str) -> Result:
+    """The saga's plan again, as a new saga whose provenance records who asked and why
+    (``rerun_of``), written with it; one made before is ``already`` (with its own)."""
     again = rerun_id(saga_id)
     if await orchestrator.store.load(again) is not None:
         return Result(saga_id, Outcome.ALREADY, rerun=again)
-    state = await orchestrator.rerun(saga_id, by)
+    state = await orchestrator.rerun(saga_id, by, why)
     return Result(saga_id, Outcome.ACTED, rerun=state.saga_id)
 
 

@@ -846,9 +846,10 @@ class Orchestrator:
 
     # -- run a compensated plan again ---------------------------------------------------
 
-    async def rerun(self, saga_id: str, by: str) -> SagaState:
+    async def rerun(self, saga_id: str, by: str, reason: str = "") -> SagaState:
         """Submit the plan of a saga that ended ``compensated`` again, as a new saga whose
-        provenance points back to it (``rerun_of``, with who asked): through ``submit``, so
+        provenance points back to it (``rerun_of``, with who asked and, when given, why):
+        through ``submit``, so
         validation against fresh facts, the rollout and the approval policy apply again.
         Nothing runs here (a worker picks it up). One rerun per saga: asking again returns
         it (``rerun.rerun_id``). ``SagaNotRerunnable`` with ``rerun.refusal``'s reason
@@ -856,7 +857,7 @@ class Orchestrator:
         if not canonical_person(by):
             raise InvalidInput("rerunning a saga needs who asked for it")
         await synced(self.clock)  # times below are the ledger's
-        plan = rerun_plan(await self.get(saga_id), by, self.clock.now())
+        plan = rerun_plan(await self.get(saga_id), by, self.clock.now(), reason)
         again = rerun_id(saga_id)
         found = await self.store.load(again)
         if found is not None:

@@ -110,10 +110,27 @@ def test_rerun_and_retry_dead_letters_by_filter(inproc: InProcess) -> None:
     services.faults.next("charge", Fault.PERMANENT)
     services.close()
     inproc("execute", inproc.plan("c.json", checkout("order-3")), "--saga-id", "c")
-    rerun = inproc.json("sagas", "bulk", "rerun", "--by", "ops", "--status", "compensated", "--yes")
+    rerun = inproc.json(
+        "sagas",
+        "bulk",
+        "rerun",
+        "--by",
+        "ops",
+        "--reason",
+        "card fixed",
+        "--status",
+        "compensated",
+        "--yes",
+    )
     assert rerun["sagas"] == [
         {"saga_id": "c", "outcome": "acted", "code": None, "message": None, "rerun": rerun_id("c")}
     ]
+    again = inproc.json("sagas", "show", rerun_id("c"))  # who asked and why, on the new saga
+    assert again["provenance"]["rerun_of"] == {
+        "saga_id": "c",
+        "by": "ops",
+        "reason": "card fixed",
+    }
     services = CommerceServices(inproc.tmp / "commerce.db")
     services.faults.next("charge", Fault.PERMANENT).always("release", Fault.PERMANENT)
     services.close()

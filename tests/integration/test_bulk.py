@@ -122,6 +122,11 @@ async def test_each_act_on_each_kind_of_saga(
         assert after.state.version == before.state.version  # refused or done before: nothing
     if chosen is Act.RERUN and outcome in (Outcome.ACTED, Outcome.ALREADY):
         assert result.rerun == rerun_id(saga_id)
+        rerun_of = (await orchestrator.get(result.rerun)).plan.provenance.rerun_of
+        assert rerun_of is not None
+        # who asked and why, with the new saga (one made before keeps its own)
+        expected = "duplicate orders" if outcome is Outcome.ACTED else None
+        assert (rerun_of.by, rerun_of.reason) == ("bob" if expected else "ana", expected)
     if chosen is Act.RETRY_DEAD_LETTERS and outcome is Outcome.ACTED:
         [letter] = await orchestrator.store.dead_letters("open")  # due now, for a sweep
         assert letter.next_retry_at is not None
@@ -144,6 +149,7 @@ async def test_each_act_on_each_kind_of_saga(
         (Act.ABORT, "bob", "bell \x07", "control characters"),
         (Act.ABORT, " ", "why", "needs who asked"),
         (Act.RERUN, "", "", "needs who asked"),
+        (Act.RERUN, "bob", "bell \x07", "control characters"),  # recorded: checked as any
     ],
 )
 async def test_bad_input_is_refused_before_any_saga_is_touched(
