@@ -145,7 +145,7 @@ async def act(
                 found.append(await _rerun(orchestrator, saga_id, by, why))
             else:
                 letters_of = letters.get(saga_id, [])
-                found.append(await _retry(orchestrator, saga_id, letters_of, by, search))
+                found.append(await _retry(orchestrator, saga_id, letters_of, by, why, search))
         except SagaNotFound:
             found.append(Result(saga_id, Outcome.NOT_FOUND))
         except PivotalError as exc:
@@ -178,11 +178,12 @@ async def _retry(
     saga_id: str,
     letters: list[DeadLetter],
     by: str,
+    why: str,
     search: str | None,
 ) -> Result:
     """Make the saga's open dead letters due now, as the single act on the API and the
     page does: a worker's sweep retries each with its undo key (a request never runs
-    hundreds of undos itself); the saga notes who asked (``dead_letters_due``). Letters
+    hundreds of undos itself); the saga notes who asked and why (``dead_letters_due``). Letters
     already due, or all settled (before or while this runs), are ``already``; letters made
     due whose note lost to a saga that kept changing are ``acted``, with a message."""
     await orchestrator.get(saga_id)  # SagaNotFound first
@@ -195,7 +196,8 @@ async def _retry(
     waiting = [d for d in open_ if d.next_retry_at is None or d.next_retry_at > now]
     if not waiting:
         return Result(saga_id, Outcome.ALREADY)
-    done = await orchestrator.dead_letters_due(saga_id, [d.id for d in waiting], by, search)
+    made = [d.id for d in waiting]
+    done = await orchestrator.dead_letters_due(saga_id, made, by, search, why)
     if not done.made:  # settled meanwhile
         return Result(saga_id, Outcome.ALREADY)
     if not done.noted:

@@ -916,15 +916,20 @@ class Orchestrator:
             raise VersionConflict(f"saga {saga_id} kept changing: its fork is not noted yet")
 
     async def dead_letters_due(
-        self, saga_id: str, letters: Sequence[int], by: str, search: str | None = None
+        self,
+        saga_id: str,
+        letters: Sequence[int],
+        by: str,
+        search: str | None = None,
+        reason: str = "",
     ) -> LettersDue:
         """Make the saga's open dead letters ``letters`` due now, for a worker's sweep to
-        retry with their undo keys, and note on the saga who asked and which letters were
-        made due (``dead_letters_due``; ``search``: the query of the search that selected
-        it, for a bulk act). A letter no longer open (settled meanwhile) is not made due,
-        and nothing is noted when none was. The answer says what was done
-        (``LettersDue``): letters made due stay due when the note loses to a saga that
-        keeps changing; it says so rather than raise."""
+        retry with their undo keys, and note on the saga who asked, why when they said, and
+        which letters were made due (``dead_letters_due``; ``search``: the query of the
+        search that selected it, for a bulk act). A letter no longer open (settled
+        meanwhile) is not made due, and nothing is noted when none was. The answer says
+        what was done (``LettersDue``): letters made due stay due when the note loses to a
+        saga that keeps changing; it says so rather than raise."""
         if not canonical_person(by):
             raise InvalidInput("retrying dead letters needs who asked for it")
         await synced(self.clock)  # times below are the ledger's
@@ -935,6 +940,8 @@ class Orchestrator:
         if not made:
             return LettersDue(made, noted=False)
         data: dict[str, Any] = {"by": by, "letters": list(made)}
+        if reason.strip():
+            data["why"] = reason.strip()
         if search is not None:
             data["search"] = search
         noted = await self._note(saga_id, EventType.DEAD_LETTERS_DUE, data, lambda e: False)

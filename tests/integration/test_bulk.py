@@ -9,8 +9,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from rich.console import Console
 
-from pivotal import Orchestrator, Plan, SagaStatus
+from pivotal import Orchestrator, Plan, SagaStatus, render
 from pivotal.bulk import MAX_SAGAS, Act, Outcome, Result, TooManySagas, act, counts, select
 from pivotal.clock import FakeClock
 from pivotal.errors import InvalidInput, VersionConflict
@@ -134,6 +135,9 @@ async def test_each_act_on_each_kind_of_saga(
         note = (await orchestrator.store.events(saga_id))[-1]  # who asked, on the saga
         assert note.type is EventType.DEAD_LETTERS_DUE
         assert (note.data["by"], note.data["letters"]) == ("bob", [letter.id])
+        assert note.data["why"] == "duplicate orders"  # the reason, as every act keeps it
+        said = f"dead letters {letter.id} due now, asked by bob: duplicate orders"
+        assert said in render_text(render.timeline(after.state, [note]))  # type: ignore[union-attr]
         assert after is not None
         assert after.state.status is before.state.status  # type: ignore[union-attr]
     if chosen is Act.ABORT and outcome is Outcome.ACTED:
@@ -249,6 +253,12 @@ class ChangingMeanwhile:
             self.refused += 1
             raise VersionConflict("changed meanwhile")
         await self._store.commit(before, after, events, epoch)
+
+
+def render_text(view: Any) -> str:
+    console = Console(width=400, record=True)
+    console.print(view)
+    return console.export_text()
 
 
 def notes(events: list[Event]) -> list[Event]:
