@@ -18,26 +18,7 @@ from pivotal import progress as live_progress
 from pivotal import render, saga_actions, worker_wait
 from pivotal.cli import _watch as watch
 from pivotal.cli import bulk
-from pivotal.cli._filters import (
-    About,
-    ActorId,
-    ActorType,
-    CatalogueName,
-    CreatedSince,
-    CreatedUntil,
-    FailedStep,
-    Model,
-    OnBehalfOf,
-    Order,
-    PromptVersion,
-    ReasonHolds,
-    RunId,
-    Sort,
-    SourceDocumentId,
-    Status,
-    UpdatedSince,
-    UpdatedUntil,
-)
+from pivotal.cli._filters import Filters, searching
 from pivotal.cli._shared import (
     JsonFlag,
     Limit,
@@ -80,26 +61,10 @@ def register(cli: typer.Typer) -> None:
 
 
 @sagas.command("list")
+@searching
 def sagas_list(
     ctx: typer.Context,
-    status: Status = None,
-    catalogue: CatalogueName = None,
-    created_since: CreatedSince = None,
-    created_until: CreatedUntil = None,
-    updated_since: UpdatedSince = None,
-    updated_until: UpdatedUntil = None,
-    actor_type: ActorType = None,
-    actor_id: ActorId = None,
-    model: Model = None,
-    run_id: RunId = None,
-    prompt_version: PromptVersion = None,
-    on_behalf_of: OnBehalfOf = None,
-    source_document_id: SourceDocumentId = None,
-    failed_step: FailedStep = None,
-    reason: ReasonHolds = None,
-    about: About = None,
-    sort: Sort = "created",
-    order: Order = "desc",
+    filters: Filters,
     cursor: Annotated[
         str | None,
         typer.Option(help="Start after the page this cursor ended (its next_cursor)."),
@@ -116,12 +81,11 @@ def sagas_list(
     wide: WideFlag = False,
 ) -> None:
     """List sagas, newest first; filter and search them, and page with --cursor."""
-    given = SagaFilter.given(locals())
     paged = paged or cursor is not None
 
     async def work() -> tuple[list[Any], int | None, str | None]:
         async with reading(settings_of(ctx)) as store:
-            wanted = SagaFilter.parse(given, await store.ledger_time())
+            wanted = SagaFilter.parse(filters, await store.ledger_time())
             if wanted.plain and not paged:  # as it always listed: newest, counted
                 one = wanted.status[0] if wanted.status else None
                 found = await store.list_sagas(one, limit)
