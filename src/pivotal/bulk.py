@@ -37,6 +37,9 @@ _PAGE = MAX_SAGAS + 1
 _OVER = (SagaStatus.COMPENSATING, SagaStatus.COMPENSATED, SagaStatus.COMPENSATION_FAILED)
 
 
+NOT_NOTED = "its dead letters are due; who asked is not noted on the saga: it kept changing"
+
+
 class Act(StrEnum):
     ABORT = "abort"
     RERUN = "rerun"
@@ -58,8 +61,9 @@ class TooManySagas(InvalidInput):
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """What became of one saga: ``code`` and ``message`` say why it was refused;
-    ``rerun`` is the id of the saga its plan runs again as."""
+    """What became of one saga: ``code`` and ``message`` say why it was refused (an act
+    done may have a ``message`` too: what of it was not done); ``rerun`` is the id of the
+    saga its plan runs again as."""
 
     saga_id: str
     outcome: Outcome
@@ -79,12 +83,14 @@ def act_of(given: str) -> Act:
 
 def check(act: Act, by: str, reason: str) -> str:
     """The reason, after refusing (``InvalidInput``) what the single act would refuse
-    before anything: no person, or for an abort no reason (``saga_actions.reason_of``)."""
+    before anything: no person, or for an abort no reason; a reason given (recorded with
+    every act) is checked as any (``saga_actions.reason_of``)."""
     if not canonical_person(by):
         raise InvalidInput(f"{act.value} of many sagas needs who asked for it")
-    if act is Act.ABORT:
-        return saga_actions.reason_of(reason, "aborting sagas")
-    return reason.strip()
+    if act is Act.ABORT or reason.strip():
+        what = "aborting sagas" if act is Act.ABORT else f"{act.value} of many sagas"
+        return saga_actions.reason_of(reason, what)
+    return ""
 
 
 async def select(store: Store, wanted: SagaFilter, bound: int | None = None) -> list[str]:
@@ -136,10 +142,10 @@ async def act(
             if act is Act.ABORT:
                 found.append(await _abort(orchestrator, saga_id, by, why, search))
             elif act is Act.RERUN:
-                found.append(await _rerun(orchestrator, saga_id, by))
+                found.append(await _rerun(orchestrator, saga_id, by, why))
             else:
                 letters_of = letters.get(saga_id, [])
-                found.append(await _retry(orchestrator, saga_id, letters_of, by, search))
+                found.append(await _retry(orchestrator, saga_id, letters_of, by, why, search))
         except SagaNotFound:
             found.append(Result(saga_id, Outcome.NOT_FOUND))
         except PivotalError as exc:
@@ -157,11 +163,13 @@ async def _abort(
     return Result(saga_id, Outcome.ACTED)
 
 
-async def _rerun(orchestrator: Orchestrator, saga_id: str, by: str) -> Result:
+async def _rerun(orchestrator: Orchestrator, saga_id: str, by: str, why: str) -> Result:
+    """The saga's plan again, as a new saga whose provenance records who asked and why
+    (``rerun_of``), written with it; one made before is ``already`` (with its own)."""
     again = rerun_id(saga_id)
     if await orchestrator.store.load(again) is not None:
         return Result(saga_id, Outcome.ALREADY, rerun=again)
-    state = await orchestrator.rerun(saga_id, by)
+    state = await orchestrator.rerun(saga_id, by, why)
     return Result(saga_id, Outcome.ACTED, rerun=state.saga_id)
 
 
@@ -170,12 +178,14 @@ async def _retry(
     saga_id: str,
     letters: list[DeadLetter],
     by: str,
+    why: str,
     search: str | None,
 ) -> Result:
     """Make the saga's open dead letters due now, as the single act on the API and the
     page does: a worker's sweep retries each with its undo key (a request never runs
-    hundreds of undos itself); the saga notes who asked (``dead_letters_due``). Letters
-    already due, or all settled, are ``already``."""
+    hundreds of undos itself); the saga notes who asked and why (``dead_letters_due``). Letters
+    already due, or all settled (before or while this runs), are ``already``; letters made
+    due whose note lost to a saga that kept changing are ``acted``, with a message."""
     await orchestrator.get(saga_id)  # SagaNotFound first
     open_ = [d for d in letters if d.status == "open"]
     if not open_:
@@ -186,7 +196,12 @@ async def _retry(
     waiting = [d for d in open_ if d.next_retry_at is None or d.next_retry_at > now]
     if not waiting:
         return Result(saga_id, Outcome.ALREADY)
-    await orchestrator.dead_letters_due(saga_id, [d.id for d in waiting], by, search)
+    made = [d.id for d in waiting]
+    done = await orchestrator.dead_letters_due(saga_id, made, by, search, why)
+    if not done.made:  # settled meanwhile
+        return Result(saga_id, Outcome.ALREADY)
+    if not done.noted:
+        return Result(saga_id, Outcome.ACTED, message=NOT_NOTED)
     return Result(saga_id, Outcome.ACTED)
 
 

@@ -8,7 +8,8 @@ proves, on the ledger's clock:
 * **in doubt until** a time: no live holder, but the attempt may still land until its
   deadline (the step's ``doubt_until``);
 * **ended, unrecorded**: no live holder and the attempt can no longer land: the call may
-  have ended without its result being recorded (the next holder settles it).
+  have ended without its result being recorded (the next holder settles it). The ledger
+  proves it over from the later of its holder's lease expiry and its deadline (``ended_by``).
 
 ``decide`` is the one decision (a table test covers it); ``call_of`` reads a step's record
 for it, and ``progress.describe`` words it for the CLI, the API and the page alike.
@@ -91,3 +92,12 @@ def decide(status: StepStatus, lease: Lease, doubt_open: bool, reported: bool) -
         # an attempt that timed out or crashed may still take effect until its deadline
         return Verdict(CallState.IN_DOUBT, running=False)
     return None
+
+
+def ended_by(expired_at: float | None, doubt_until: float | None) -> float | None:
+    """When the ledger proves an unrecorded call over: once its holder's lease had expired
+    (``expired_at``) and its deadline had passed (``doubt_until``), the later of the two it
+    records; None when it records neither (a lease released, no deadline): it does not tell
+    when the call ended."""
+    known = [t for t in (expired_at, doubt_until) if t is not None]
+    return max(known) if known else None

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -75,6 +76,20 @@ from pivotal.store.planning_records import (
 )
 from pivotal.telemetry import Observers, Telemetry
 from pivotal.validation import Checked, Recheck, checked_bounded, recheck_bounded
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LettersDue:
+    """What ``Orchestrator.dead_letters_due`` did: ``made``, the letters it made due (one
+    settled, or retried and settled, meanwhile is not); ``noted``, whether the saga notes
+    who asked (False when none was made due, or when the saga kept changing under the note:
+    the letters are due all the same)."""
+
+    made: tuple[int, ...]
+    noted: bool
+
 
 _RUNNABLE = (SagaStatus.SUBMITTED, SagaStatus.RUNNING, SagaStatus.COMPENSATING)
 
@@ -831,9 +846,10 @@ class Orchestrator:
 
     # -- run a compensated plan again ---------------------------------------------------
 
-    async def rerun(self, saga_id: str, by: str) -> SagaState:
+    async def rerun(self, saga_id: str, by: str, reason: str = "") -> SagaState:
         """Submit the plan of a saga that ended ``compensated`` again, as a new saga whose
-        provenance points back to it (``rerun_of``, with who asked): through ``submit``, so
+        provenance points back to it (``rerun_of``, with who asked and, when given, why):
+        through ``submit``, so
         validation against fresh facts, the rollout and the approval policy apply again.
         Nothing runs here (a worker picks it up). One rerun per saga: asking again returns
         it (``rerun.rerun_id``). ``SagaNotRerunnable`` with ``rerun.refusal``'s reason
@@ -841,7 +857,7 @@ class Orchestrator:
         if not canonical_person(by):
             raise InvalidInput("rerunning a saga needs who asked for it")
         await synced(self.clock)  # times below are the ledger's
-        plan = rerun_plan(await self.get(saga_id), by, self.clock.now())
+        plan = rerun_plan(await self.get(saga_id), by, self.clock.now(), reason)
         again = rerun_id(saga_id)
         found = await self.store.load(again)
         if found is not None:
@@ -895,33 +911,60 @@ class Orchestrator:
             return e.type is EventType.SAGA_FORKED and e.data.get("fork") == new
 
         data: dict[str, Any] = {"fork": new, "by": fork.by, "why": fork.reason, "changes": changes}
-        await self._note(saga_id, EventType.SAGA_FORKED, data, noted)
+        if not await self._note(saga_id, EventType.SAGA_FORKED, data, noted):
+            # the fork is made; the same request again notes it (``noted`` above)
+            raise VersionConflict(f"saga {saga_id} kept changing: its fork is not noted yet")
 
     async def dead_letters_due(
-        self, saga_id: str, letters: Sequence[int], by: str, search: str | None = None
-    ) -> None:
+        self,
+        saga_id: str,
+        letters: Sequence[int],
+        by: str,
+        search: str | None = None,
+        reason: str = "",
+    ) -> LettersDue:
         """Make the saga's open dead letters ``letters`` due now, for a worker's sweep to
-        retry with their undo keys, and note on the saga who asked (``dead_letters_due``;
-        ``search``: the query of the search that selected it, for a bulk act)."""
+        retry with their undo keys, and note on the saga who asked, why when they said, and
+        which letters were made due (``dead_letters_due``; ``search``: the query of the
+        search that selected it, for a bulk act). A letter no longer open (settled
+        meanwhile) is not made due, and nothing is noted when none was. The answer says
+        what was done (``LettersDue``): letters made due stay due when the note loses to a
+        saga that keeps changing; it says so rather than raise."""
         if not canonical_person(by):
             raise InvalidInput("retrying dead letters needs who asked for it")
         await synced(self.clock)  # times below are the ledger's
         now = self.clock.now()
-        for letter in letters:
-            await self.store.schedule_dead_letter(letter, now)
-        data: dict[str, Any] = {"by": by, "letters": list(letters)}
+        made = tuple(
+            [letter for letter in letters if await self.store.schedule_dead_letter(letter, now)]
+        )
+        if not made:
+            return LettersDue(made, noted=False)
+        data: dict[str, Any] = {"by": by, "letters": list(made)}
+        if reason.strip():
+            data["why"] = reason.strip()
         if search is not None:
             data["search"] = search
-        await self._note(saga_id, EventType.DEAD_LETTERS_DUE, data, lambda e: False)
+        noted = await self._note(saga_id, EventType.DEAD_LETTERS_DUE, data, lambda e: False)
+        if not noted:
+            log.warning(
+                "dead letters %s of saga %s are due, but who asked (%s) is not noted: the saga "
+                "kept changing",
+                list(made),
+                saga_id,
+                by,
+            )
+        return LettersDue(made, noted)
 
-    async def dead_letter_due(self, dead_letter_id: int, by: str) -> bool:
-        """``dead_letters_due`` for one open dead letter (the API's and the page's retry):
-        False when there is no such open letter, and nothing changed."""
+    async def dead_letter_due(self, dead_letter_id: int, by: str) -> LettersDue:
+        """``dead_letters_due`` for one open dead letter (the API's, the page's and the
+        CLI's retry): nothing made due when there is no such open letter (or it was settled
+        meanwhile), and nothing changed then."""
+        if not canonical_person(by):
+            raise InvalidInput("retrying dead letters needs who asked for it")
         found = await self.store.dead_letters("open", id=dead_letter_id)
         if not found:
-            return False
-        await self.dead_letters_due(found[0].saga_id, [dead_letter_id], by)
-        return True
+            return LettersDue((), noted=False)
+        return await self.dead_letters_due(found[0].saga_id, [dead_letter_id], by)
 
     async def _note(
         self,
@@ -929,21 +972,21 @@ class Orchestrator:
         kind: EventType,
         data: dict[str, Any],
         noted: Callable[[Event], bool],
-    ) -> None:
+    ) -> bool:
         """A note on ``saga_id`` (an event that changes nothing of it), unless one already
         there is ``noted``; fenced by version like every write, read again when another
-        write moved it meanwhile."""
+        write moved it meanwhile. False when it lost that race three times: not noted."""
         for _ in range(3):
             stored = await self.get(saga_id)
             if any(noted(e) for e in await self.store.events(saga_id)):
-                return
+                return True
             saga_run = self._pass(stored, None)
             try:
                 await saga_run.emit(saga_run.event(kind, **data))
-                return
+                return True
             except VersionConflict:
                 continue
-        raise VersionConflict(f"saga {saga_id} kept changing: its {kind.value} is not noted")
+        return False
 
 
 def _subjects(catalogue: Catalogue, calls: list[FlatCall]) -> dict[str, dict[str, list[str]]]:

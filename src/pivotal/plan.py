@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
 
 from pivotal import saga_ids
 from pivotal.errors import PlanParseError, PlanTooLarge
@@ -21,12 +29,23 @@ class ActorType(StrEnum):
 
 
 class Rerun(BaseModel):
-    """The saga whose plan a plan runs again, and who asked for it (``Orchestrator.rerun``)."""
+    """The saga whose plan a plan runs again, who asked for it and, when they said, why
+    (``Orchestrator.rerun``; a bulk rerun's reason)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     saga_id: str = Field(pattern=saga_ids.SCHEMA_PATTERN)
     by: str = Field(min_length=1, max_length=200)
+    reason: str | None = Field(default=None, min_length=1, max_length=4000)
+
+    @model_serializer(mode="wrap")
+    def _without_no_reason(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Without ``reason`` when none was given: a rerun recorded before it existed keeps
+        its stored JSON, its plan digest and its provenance record's id."""
+        dumped = handler(self)
+        if isinstance(dumped, dict) and dumped.get("reason") is None:
+            dumped.pop("reason", None)
+        return dumped
 
 
 class ArgChange(BaseModel):

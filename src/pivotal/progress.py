@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pivotal.call_state import CallState, Lease, call_of, decide, lease_of
+from pivotal.call_state import CallState, Lease, call_of, decide, ended_by, lease_of
 from pivotal.clock import Clock
 from pivotal.errors import ProgressError
 from pivotal.moments import age, moment
@@ -87,13 +87,18 @@ class Reporter:
 class Shown:
     """A step's call as an operator reads it: ``text`` in one line, ``state`` where it
     stands (``call_state``), ``until`` when it is in doubt, ``fraction`` (0-1) when the
-    call is in flight and its report has a total; ``record``: its report, if any."""
+    call is in flight and its report has a total; ``record``: its report, if any;
+    ``ended``: when the ledger proves a call ended unrecorded over (``call_state.ended_by``),
+    if it tells; ``undo``, ``attempt``: which call it is."""
 
     text: str
     fraction: float | None
     record: Mapping[str, Any]
     state: CallState = CallState.IN_FLIGHT
     until: float | None = None
+    ended: float | None = None
+    undo: bool = False
+    attempt: int = 0
 
 
 def current(step: StepRecord, record: Mapping[str, Any] | None) -> bool:
@@ -136,17 +141,25 @@ def describe(
             parts.append(f"{what} {call.attempt}")
         if holder:
             parts.append(f"held by {holder}")
-        return Shown(" · ".join(parts), fraction, report or {}, verdict.state)
+        text = " · ".join(parts)
+        return Shown(
+            text, fraction, report or {}, verdict.state, undo=call.undo, attempt=call.attempt
+        )
     gone = _no_holder(holder, lease, expired_at, now)
+    ended = None
     if verdict.state is CallState.IN_DOUBT and doubt is not None:
         head = f"in doubt until {moment(doubt)} ({age(doubt - now)} from now)"
         parts = [head, f"{what} {call.attempt}", f"{gone}: it may still take effect"]
     else:
         parts = ["ended, unrecorded", f"{what} {call.attempt}"]
         parts.append(f"{gone}: it may have ended without its result recorded")
+        ended = ended_by(expired_at if lease is Lease.EXPIRED else None, doubt)
     if report is not None:
         parts.append(f"last reported {age(now - report['at'])} ago: " + " · ".join(said))
-    return Shown(" · ".join(parts), None, report or {}, verdict.state, doubt)
+    text = " · ".join(parts)
+    return Shown(
+        text, None, report or {}, verdict.state, doubt, ended, undo=call.undo, attempt=call.attempt
+    )
 
 
 def summary(shown: Shown) -> str:

@@ -230,7 +230,8 @@ def _detail(event: Event) -> str:
         return f"into {d.get('fork')} by {d.get('by')}: {d.get('why')}"
     if event.type is EventType.DEAD_LETTERS_DUE:
         letters = ", ".join(str(i) for i in d.get("letters") or ())
-        return f"dead letters {letters} due now, asked by {d.get('by')}"
+        why = f": {d['why']}" if d.get("why") else ""
+        return f"dead letters {letters} due now, asked by {d.get('by')}{why}"
     if event.type is EventType.UNDO_SUCCEEDED and d.get("note"):
         return f"note: {d['note']}"
     if event.type is EventType.UNDO_PARTIAL:

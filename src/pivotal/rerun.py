@@ -104,14 +104,16 @@ def rerun_id(saga_id: str) -> str:
     return f"rr_{hashlib.sha256(saga_id.encode()).hexdigest()[:32]}"
 
 
-def rerun_plan(stored: StoredSaga, by: str, now: float) -> Plan:
-    """The plan of ``stored`` again, its provenance pointing back to it (``rerun_of``);
-    ``SagaNotRerunnable``, with ``refusal``'s reason, when it may not run again at ``now``."""
+def rerun_plan(stored: StoredSaga, by: str, now: float, reason: str = "") -> Plan:
+    """The plan of ``stored`` again, its provenance pointing back to it (``rerun_of``, with
+    who asked and ``reason`` when given); ``SagaNotRerunnable``, with ``refusal``'s reason,
+    when it may not run again at ``now``."""
     state = stored.state
     refused = refusal(state, now)
     if refused is not None:
         raise SagaNotRerunnable(refused)
+    why = reason.strip() or None
     provenance = stored.plan.provenance.model_copy(
-        update={"rerun_of": Rerun(saga_id=state.saga_id, by=by)}
+        update={"rerun_of": Rerun(saga_id=state.saga_id, by=by, reason=why)}
     )
     return stored.plan.model_copy(update={"provenance": provenance})

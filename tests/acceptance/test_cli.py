@@ -201,13 +201,21 @@ def test_dead_letters_through_the_cli(cli) -> None:
     assert set(letters) == {"d1", "d2"}
     assert {d["status"] for d in letters.values()} == {"open"}
     first, second = str(letters["d1"]["id"]), str(letters["d2"]["id"])
-    done = cli("dead-letters", "retry", first)
+    # who asks is recorded, as the API's and the page's retry record it: --by is needed
+    assert cli("dead-letters", "retry", first).returncode == 2
+    assert cli("dead-letters", "retry", first, "--by", " ").returncode == 2
+    [untouched] = [d for d in cli.json("dead-letters", "list") if d["saga_id"] == "d1"]
+    assert untouched["retries"] == 0
+    done = cli("dead-letters", "retry", first, "--by", "ana")
     assert (done.returncode, done.stdout.strip()) == (1, f"dead letter {first}: still failing")
     [again] = [d for d in cli.json("dead-letters", "list") if d["saga_id"] == "d1"]
     assert again["retries"] == 1
+    d1 = cli.json("sagas", "show", "d1")
+    [asked] = [e for e in d1["events"] if e["type"] == "dead_letters_due"]
+    assert asked["data"] == {"by": "ana", "letters": [int(first)]}
 
     services.faults.clear()
-    assert "settled" in cli.ok("dead-letters", "retry", first)
+    assert "settled" in cli.ok("dead-letters", "retry", first, "--by", "ana")
     assert cli("dead-letters", "resolve", second, "--by", "bob", "--reason", " ").returncode == 2
     assert "resolved by bob" in cli.ok(
         "dead-letters", "resolve", second, "--by", "bob", "--reason", "released by hand"

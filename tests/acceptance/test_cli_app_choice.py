@@ -21,7 +21,7 @@ WRITERS = [
     ["sagas", "resolve", "s1", "--by", "ops", "--reason", "by hand"],
     ["approvals", "approve", "s1", "--by", "ops"],
     ["approvals", "reject", "s1", "--by", "ops"],
-    ["dead-letters", "retry", "1"],
+    ["dead-letters", "retry", "1", "--by", "ops"],
     ["dead-letters", "resolve", "1", "--by", "ops", "--reason", "by hand"],
     ["escalations", "resolve", "1", "--by", "ops"],
     ["plan", "ship it", "--order", "4471", "--submit"],

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_harness import InProcess
+from cli_harness import InProcess, commands
 from test_cli import checkout
 
 from pivotal.cli import bulk as bulk_cli
 from pivotal.examples.commerce import CommerceServices, Fault
 from pivotal.rerun import rerun_id
+from pivotal.store.search import FIELDS
 
 SUBMITTED = ["--status", "submitted", "--order", "asc"]
 
@@ -110,10 +111,27 @@ def test_rerun_and_retry_dead_letters_by_filter(inproc: InProcess) -> None:
     services.faults.next("charge", Fault.PERMANENT)
     services.close()
     inproc("execute", inproc.plan("c.json", checkout("order-3")), "--saga-id", "c")
-    rerun = inproc.json("sagas", "bulk", "rerun", "--by", "ops", "--status", "compensated", "--yes")
+    rerun = inproc.json(
+        "sagas",
+        "bulk",
+        "rerun",
+        "--by",
+        "ops",
+        "--reason",
+        "card fixed",
+        "--status",
+        "compensated",
+        "--yes",
+    )
     assert rerun["sagas"] == [
         {"saga_id": "c", "outcome": "acted", "code": None, "message": None, "rerun": rerun_id("c")}
     ]
+    again = inproc.json("sagas", "show", rerun_id("c"))  # who asked and why, on the new saga
+    assert again["provenance"]["rerun_of"] == {
+        "saga_id": "c",
+        "by": "ops",
+        "reason": "card fixed",
+    }
     services = CommerceServices(inproc.tmp / "commerce.db")
     services.faults.next("charge", Fault.PERMANENT).always("release", Fault.PERMANENT)
     services.close()
@@ -128,3 +146,21 @@ def test_rerun_and_retry_dead_letters_by_filter(inproc: InProcess) -> None:
     assert inproc.json("dead-letters", "list")  # due now: a worker's sweep retries it
     inproc.ok("sweep")
     assert inproc.json("dead-letters", "list") == []
+
+
+def _filter_options(path: tuple[str, ...]) -> dict[str, tuple[object, ...]]:
+    """The options of a command that feed its search (``store.search.FIELDS``), each as its
+    spelling on the command line, whether it repeats, its default and its help."""
+    [command] = [c for p, c in commands() if p == path]
+    return {
+        p.name: (tuple(p.opts), p.multiple, p.default, getattr(p, "help", None))
+        for p in command.params
+        if p.name in FIELDS
+    }
+
+
+def test_sagas_list_and_sagas_bulk_take_the_same_filters() -> None:
+    listed, acted = _filter_options(("sagas", "list")), _filter_options(("sagas", "bulk"))
+    assert list(listed) == list(FIELDS)  # every filter of the search, in its order
+    assert listed == acted
+    assert listed["reason"][0] == ("--reason-holds",)  # --reason is what a person records

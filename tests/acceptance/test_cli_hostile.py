@@ -352,12 +352,12 @@ def test_a_ledger_on_a_read_only_filesystem_is_an_error(tmp_path: Path) -> None:
             ["escalations", "resolve", "99999999999999999999999", "--by", "a"],
             "escalation_not_found",
         ),
-        (["dead-letters", "retry", "99999999999999999999999"], "invalid_input"),
+        (["dead-letters", "retry", "99999999999999999999999", "--by", "a"], "invalid_input"),
         (
             ["dead-letters", "resolve", "99999999999999999999999", "--by", "a", "--reason", "b"],
             "invalid_input",
         ),
-        (["dead-letters", "retry", "0"], "invalid_input"),
+        (["dead-letters", "retry", "0", "--by", "a"], "invalid_input"),
     ],
 )
 def test_ids_no_ledger_can_hold_name_nothing(

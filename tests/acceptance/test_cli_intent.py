@@ -120,9 +120,13 @@ def test_decisions_and_operations_print_json(inproc: InProcess) -> None:
     assert (resolved["status"], resolved["resolved_by"]) == ("resolved", "ops")
 
     [letter] = inproc.json("dead-letters", "list")
-    retried = inproc("dead-letters", "retry", str(letter["id"]), "--json")
+    retried = inproc("dead-letters", "retry", str(letter["id"]), "--by", "ops", "--json")
     assert retried.exit_code == 1  # still failing
-    assert json.loads(retried.stdout) == {"dead_letter_id": letter["id"], "settled": False}
+    assert json.loads(retried.stdout) == {
+        "dead_letter_id": letter["id"],
+        "settled": False,
+        "by": "ops",
+    }
     settled = inproc.json(
         "dead-letters", "resolve", str(letter["id"]), "--by", "ops", "--reason", "refunded"
     )

@@ -31,7 +31,7 @@ NEVER_CREATE = [
     ["sagas", "rerun", "s1", "--by", "ops"],
     ["approvals", "approve", "s1", "--by", "ops"],
     ["approvals", "reject", "s1", "--by", "ops"],
-    ["dead-letters", "retry", "1"],
+    ["dead-letters", "retry", "1", "--by", "ops"],
     ["dead-letters", "resolve", "1", "--by", "ops", "--reason", "by hand"],
     ["escalations", "resolve", "1", "--by", "ops"],
     ["serve", "--check"],

@@ -48,7 +48,7 @@ def test_every_filter_as_an_option(inproc: InProcess) -> None:
     assert ids(inproc, "--prompt-version", "v2") == ["b"]
     assert ids(inproc, "--on-behalf-of", "ana@example.com") == ["c"]
     assert ids(inproc, "--failed-step", "charge_payment") == ["b"]
-    assert ids(inproc, "--reason", "DECLINED") == ["b"]
+    assert ids(inproc, "--reason-holds", "DECLINED") == ["b"]
     assert ids(inproc, "--about", "order_id=4471") == ["b", "a"]
     assert ids(inproc, "--about", "order_id=4471", "--about", "order_id=4472") == ["b"]
     assert ids(inproc, "--order", "asc", "--limit", "2") == ["a", "b"]
@@ -88,7 +88,7 @@ def test_three_pages_by_cursor(inproc: InProcess) -> None:
         (("--actor-type", "robot"), "invalid_filter", "agent, human, system"),
         (("--sort", "name"), "invalid_filter", "created, updated"),
         (("--created-since", "yesterday"), "invalid_filter", "neither a duration"),
-        (("--reason", "x" * 10_000), "invalid_filter", "longer than 200"),
+        (("--reason-holds", "x" * 10_000), "invalid_filter", "longer than 200"),
         (("--about", "order_id"), "invalid_filter", "NAME=VALUE"),
         (("--cursor", "garbage"), "invalid_cursor", "next_cursor"),
         (("--catalogue", "c", "--limit", "20000"), "invalid_filter", "at most 10000"),

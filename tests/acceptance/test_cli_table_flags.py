@@ -4,13 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import time
+from pathlib import Path
 
 import pytest
+import typer
 from cli_harness import InProcess, commands
+from typer.testing import CliRunner
 
 from pivotal import SQLiteStore
+from pivotal.cli import build
+from pivotal.cli._shared import new_group
 
 TABLES = {  # the commands that print a table, or a view made of tables
     "sagas list",
@@ -105,3 +111,52 @@ def test_wide_keeps_every_token_on_one_line(inproc: InProcess) -> None:
         assert ("tok-" + "x" * 40 in row) or ("planner-bot" in row)
     narrow = inproc.ok("tokens", "list").splitlines()
     assert all(any(token_id in line for line in narrow) for token_id in ids)
+
+
+# -- --json before a command: honoured, or refused when the command prints no JSON ---------
+
+
+def test_every_command_has_json_so_json_before_it_is_honoured() -> None:
+    assert {name for name, options in OPTIONS.items() if "--json" not in options} == set()
+
+
+def _with_plain_commands() -> typer.Typer:
+    """The app with a command, and a command of a group, that print no JSON."""
+    app = build()
+
+    def hello() -> None:
+        """Say hello."""
+        typer.echo("hello")
+
+    app.command("hello")(hello)
+    things = new_group("Things.")
+    things.command("ping")(hello)
+    app.add_typer(things, name="things")
+    return app
+
+
+@pytest.mark.parametrize("command", [("hello",), ("things", "ping")], ids=" ".join)
+def test_json_before_a_command_that_prints_no_json_is_refused(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    runner, app = CliRunner(), _with_plain_commands()
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    assert runner.invoke(app, ["--db", url, *command]).stdout == "hello\n"
+
+    done = runner.invoke(app, ["--db", url, "--json", *command])
+
+    assert done.exit_code == 2
+    assert done.stdout == ""  # not run
+    said = json.loads(done.stderr)  # under --json, the error is JSON too
+    assert said["error"] == "usage"
+    assert f"pivotal {' '.join(command)}" in said["message"]
+    assert "prints no JSON" in said["message"]
+    plain = runner.invoke(app, ["--db", url, *command, "--json"])  # its own: it has none
+    assert plain.exit_code == 2
+
+
+def test_json_before_the_version_prints_it_as_json(inproc: InProcess) -> None:
+    done = inproc.raw("--json", "--version")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout) == {"version": importlib.metadata.version("pivotal")}
+    assert inproc.raw("--version").stdout.startswith("pivotal ")

@@ -4,17 +4,21 @@ that a second call finishes without doing anything twice."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from rich.console import Console
 
-from pivotal import Orchestrator, Plan, SagaStatus
+from pivotal import Orchestrator, Plan, SagaStatus, render
 from pivotal.bulk import MAX_SAGAS, Act, Outcome, Result, TooManySagas, act, counts, select
-from pivotal.errors import InvalidInput
-from pivotal.examples.commerce import CommerceServices, Fault
+from pivotal.clock import FakeClock
+from pivotal.errors import InvalidInput, VersionConflict
+from pivotal.examples.commerce import CommerceApp, CommerceServices, Fault
 from pivotal.rerun import rerun_id
-from pivotal.state import EventType
+from pivotal.state import Event, EventType
+from pivotal.store import Store
 from pivotal.store.search import SagaFilter
 
 PlanBuilder = Callable[..., Plan]
@@ -119,6 +123,11 @@ async def test_each_act_on_each_kind_of_saga(
         assert after.state.version == before.state.version  # refused or done before: nothing
     if chosen is Act.RERUN and outcome in (Outcome.ACTED, Outcome.ALREADY):
         assert result.rerun == rerun_id(saga_id)
+        rerun_of = (await orchestrator.get(result.rerun)).plan.provenance.rerun_of
+        assert rerun_of is not None
+        # who asked and why, with the new saga (one made before keeps its own)
+        expected = "duplicate orders" if outcome is Outcome.ACTED else None
+        assert (rerun_of.by, rerun_of.reason) == ("bob" if expected else "ana", expected)
     if chosen is Act.RETRY_DEAD_LETTERS and outcome is Outcome.ACTED:
         [letter] = await orchestrator.store.dead_letters("open")  # due now, for a sweep
         assert letter.next_retry_at is not None
@@ -126,6 +135,9 @@ async def test_each_act_on_each_kind_of_saga(
         note = (await orchestrator.store.events(saga_id))[-1]  # who asked, on the saga
         assert note.type is EventType.DEAD_LETTERS_DUE
         assert (note.data["by"], note.data["letters"]) == ("bob", [letter.id])
+        assert note.data["why"] == "duplicate orders"  # the reason, as every act keeps it
+        said = f"dead letters {letter.id} due now, asked by bob: duplicate orders"
+        assert said in render_text(render.timeline(after.state, [note]))  # type: ignore[union-attr]
         assert after is not None
         assert after.state.status is before.state.status  # type: ignore[union-attr]
     if chosen is Act.ABORT and outcome is Outcome.ACTED:
@@ -141,6 +153,7 @@ async def test_each_act_on_each_kind_of_saga(
         (Act.ABORT, "bob", "bell \x07", "control characters"),
         (Act.ABORT, " ", "why", "needs who asked"),
         (Act.RERUN, "", "", "needs who asked"),
+        (Act.RERUN, "bob", "bell \x07", "control characters"),  # recorded: checked as any
     ],
 )
 async def test_bad_input_is_refused_before_any_saga_is_touched(
@@ -206,3 +219,118 @@ async def test_an_interrupted_act_is_finished_by_a_second_call_and_nothing_is_do
         events = await orchestrator.store.events(saga_id)
         started = [e for e in events if e.type is EventType.COMPENSATION_STARTED]
         assert len(started) == 1, saga_id
+
+
+# -- retrying dead letters: the answer is what the ledger did ---------------------------
+
+
+class SettledFirst:
+    """Delegates to a store; a person settles each dead letter by hand just before it is
+    made due (between the bulk act's read of the letters and its schedule)."""
+
+    def __init__(self, store: Store, settle: Callable[[int], Awaitable[None]]) -> None:
+        self._store, self.settle = store, settle
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def schedule_dead_letter(self, dead_letter_id: int, at: float) -> bool:
+        await self.settle(dead_letter_id)
+        return await self._store.schedule_dead_letter(dead_letter_id, at)
+
+
+class ChangingMeanwhile:
+    """Delegates to a store; every write without a lease (a note) loses its version race."""
+
+    def __init__(self, store: Store) -> None:
+        self._store, self.refused = store, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def commit(self, before: Any, after: Any, events: Any, epoch: int | None) -> None:
+        if epoch is None:
+            self.refused += 1
+            raise VersionConflict("changed meanwhile")
+        await self._store.commit(before, after, events, epoch)
+
+
+def render_text(view: Any) -> str:
+    console = Console(width=400, record=True)
+    console.print(view)
+    return console.export_text()
+
+
+def notes(events: list[Event]) -> list[Event]:
+    return [e for e in events if e.type is EventType.DEAD_LETTERS_DUE]
+
+
+async def test_a_letter_settled_before_it_is_made_due_is_neither_counted_nor_noted(
+    orchestrator: Orchestrator,
+    services: CommerceServices,
+    checkout_plan: PlanBuilder,
+    app: CommerceApp,
+    clock: FakeClock,
+) -> None:
+    saga_id = await dead_letter(orchestrator, services, checkout_plan)
+
+    async def settle(dead_letter_id: int) -> None:
+        await orchestrator.resolve_dead_letter(dead_letter_id, "ops", "released by hand")
+
+    racing = Orchestrator(
+        SettledFirst(orchestrator.store, settle),  # type: ignore[arg-type]
+        app,
+        clock=clock,
+        rng=random.Random(0),
+    )
+    [result] = await act(racing, Act.RETRY_DEAD_LETTERS, [saga_id], "bob", "warehouse back")
+
+    assert result.outcome is Outcome.ALREADY  # settled meanwhile: nothing made due
+    assert await orchestrator.store.dead_letters("open") == []
+    assert notes(await orchestrator.store.events(saga_id)) == []
+
+
+async def test_only_the_letters_made_due_are_noted(
+    orchestrator: Orchestrator, services: CommerceServices, checkout_plan: PlanBuilder
+) -> None:
+    saga_id = await dead_letter(orchestrator, services, checkout_plan)
+    [letter] = await orchestrator.store.dead_letters("open")
+
+    done = await orchestrator.dead_letters_due(saga_id, [letter.id, letter.id + 1000], "bob")
+
+    assert (done.made, done.noted) == ((letter.id,), True)
+    [note] = notes(await orchestrator.store.events(saga_id))
+    assert (note.data["by"], note.data["letters"]) == ("bob", [letter.id])
+    nothing = await orchestrator.dead_letters_due(saga_id, [letter.id + 1000], "bob")
+    assert (nothing.made, nothing.noted) == ((), False)  # nothing made due: nothing noted
+    assert len(notes(await orchestrator.store.events(saga_id))) == 1
+
+
+async def test_a_note_that_keeps_losing_its_race_leaves_the_letters_due_and_says_so(
+    orchestrator: Orchestrator,
+    services: CommerceServices,
+    checkout_plan: PlanBuilder,
+    app: CommerceApp,
+    clock: FakeClock,
+) -> None:
+    saga_id = await dead_letter(orchestrator, services, checkout_plan)
+    [letter] = await orchestrator.store.dead_letters("open")
+    changing = ChangingMeanwhile(orchestrator.store)
+    busy = Orchestrator(changing, app, clock=clock, rng=random.Random(0))  # type: ignore[arg-type]
+
+    done = await busy.dead_letters_due(saga_id, [letter.id], "bob")
+
+    assert (done.made, done.noted) == ((letter.id,), False)  # not an error: they are due
+    assert changing.refused == 3
+    [due] = await orchestrator.store.dead_letters("open")
+    assert due.next_retry_at is not None
+    assert due.next_retry_at <= clock.now()
+    assert notes(await orchestrator.store.events(saga_id)) == []
+    # the bulk act says the same: acted (the letters are due), the note not written
+    clock.advance(1)
+    await orchestrator.store.schedule_dead_letter(letter.id, clock.now() + 3600)
+    [result] = await act(busy, Act.RETRY_DEAD_LETTERS, [saga_id], "bob", "warehouse back")
+    assert result.outcome is Outcome.ACTED
+    assert result.code is None
+    assert result.message is not None
+    assert "not noted" in result.message

@@ -118,7 +118,7 @@ def test_the_commands_the_demo_ends_with_work_as_printed(tmp_path: Path) -> None
     assert [re.sub(r"^\S+ ", "pivotal ", c) for c in commands] == [
         "pivotal --db sqlite:///demo/pivotal.db --example-app approvals approve demo-9 --by you "
         "--run",
-        "pivotal --db sqlite:///demo/pivotal.db --example-app dead-letters retry 1",
+        "pivotal --db sqlite:///demo/pivotal.db --example-app dead-letters retry 1 --by you",
         "pivotal --db sqlite:///demo/pivotal.db --example-app sagas resume demo-7 --by you "
         "--reason 'carrier is back' --run",
         "pivotal --db sqlite:///demo/pivotal.db sagas list",

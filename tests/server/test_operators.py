@@ -5,8 +5,12 @@ call only records; a worker (here the orchestrator and the sweeper) does the run
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from server_api import Clients, as_json
+import httpx
+import pytest
+from fastapi import FastAPI
+from server_api import Clients, as_json, csrf_of
 
 from pivotal import FakeClock, Orchestrator, Plan, SagaStatus
 from pivotal.examples.commerce import CommerceApp, CommerceServices, Fault
@@ -58,6 +62,7 @@ async def test_a_dead_letter_retried_is_due_now_and_a_sweep_settles_it(
         "dead_letter_id": letter.id,
         "status": "open",
         "next_retry_at": clock.now(),
+        "noted": True,
     }
     [due] = await store.dead_letters("open")
     assert due.next_retry_at == clock.now()
@@ -71,6 +76,47 @@ async def test_a_dead_letter_retried_is_due_now_and_a_sweep_settles_it(
     again = await as_role[Role.OPERATOR].post(f"/v1/dead-letters/{letter.id}/retry")
     assert again.status_code == 404
     assert again.json()["error"]["code"] == "dead_letter_not_found"
+
+
+async def test_a_retry_whose_note_loses_to_a_changing_saga_says_so_and_stays_due(
+    as_role: Clients,
+    browser: Callable[[], httpx.AsyncClient],
+    api: FastAPI,
+    orchestrator: Orchestrator,
+    services: CommerceServices,
+    checkout_plan: PlanBuilder,
+    store: Store,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The letter is made due; the note of who asked is not written (the saga kept
+    changing): the API and the page say both, not an error that suggests nothing changed."""
+    letter = await dead_letter(orchestrator, services, checkout_plan)
+
+    async def loses(*args: Any) -> bool:
+        return False
+
+    monkeypatch.setattr(api.state.pivotal.orchestrator, "_note", loses)
+
+    reply = await as_role[Role.OPERATOR].post(f"/v1/dead-letters/{letter.id}/retry")
+
+    assert reply.status_code == 202, reply.text
+    assert reply.json()["noted"] is False
+    [due] = await store.dead_letters("open")
+    assert due.next_retry_at == clock.now()
+    assert (await store.events("dl"))[-1].type is not EventType.DEAD_LETTERS_DUE
+
+    await store.schedule_dead_letter(letter.id, clock.now() + 3600)
+    page = browser()  # logged in with the operator's token as_role made
+    form = await page.get("/ui/login")
+    token = {"token": "pvt_test_operator_operator", "csrf": csrf_of(form.text)}
+    assert (await page.post("/ui/login", data=token)).status_code == 303
+    csrf = csrf_of((await page.get("/ui/dead-letters")).text)
+    posted = await page.post(f"/ui/dead-letters/{letter.id}/retry", data={"csrf": csrf})
+    assert posted.status_code == 303
+    assert posted.headers["location"] == "/ui/dead-letters?notice=retry-not-noted"
+    shown = await page.get(posted.headers["location"])
+    assert "Who asked is not noted on its saga: the saga kept changing." in shown.text
 
 
 async def test_a_dead_letter_resolved_by_hand_records_who_and_why(

@@ -3,6 +3,7 @@ Real sagas run through the commerce example; hostile and odd logs built by hand.
 
 from __future__ import annotations
 
+import random
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -11,15 +12,20 @@ from collections.abc import Callable
 import httpx
 import pytest
 from fastapi import FastAPI
-from server_api import add_token
+from server_api import add_token, plan_body
 
-from pivotal import FakeClock, Orchestrator, Plan, SagaStatus
+from pivotal import FakeClock, Orchestrator, Plan, SagaStatus, parse_plan
+from pivotal.call_state import CallState, Lease
 from pivotal.examples.commerce import CommerceApp, Fault, Faults
+from pivotal.hooks import Point
+from pivotal.moments import moment
 from pivotal.principals import Role
+from pivotal.progress import Shown, describe, summary
 from pivotal.server.pages import pictures
 from pivotal.server.pages.pictures import plan_svg, timeline_svg
 from pivotal.state import Event, EventType, SagaState, replay
 from pivotal.store import Store
+from pivotal.testing.crash import CrashAt, CrashSite, SimulatedCrash
 
 PlanBuilder = Callable[..., Plan]
 SVG = "{http://www.w3.org/2000/svg}"
@@ -407,3 +413,150 @@ def test_a_step_settled_by_hand_is_marked_and_a_fork_noted() -> None:
     assert len(marks) == 1
     assert "settled by hand by <b>ann</b>" in tip(marks[0])  # escaped in the SVG's text
     assert "forked" in ET.tostring(timeline, encoding="unicode")
+
+
+# -- a call with no outcome recorded: where it stands, by the ledger (``call_state``) ------
+
+
+def _left_open(deadline: float | None) -> tuple[SagaState, list[Event]]:
+    """A saga whose first call began at T0 + 1 and has no outcome recorded (its deadline:
+    when it can no longer land)."""
+    events = numbered(
+        [
+            submitted(("copy", "compensable", None), ("mail", "pivot", None)),
+            Event(
+                EventType.STEP_STARTED,
+                T0 + 1,
+                0,
+                1,
+                {"key": "s-1:0", **({"deadline": deadline} if deadline is not None else {})},
+            ),
+        ]
+    )
+    return replay(events), events
+
+
+def _drawn_at(
+    now: float, lease: Lease, expired_at: float | None, deadline: float | None = T0 + 61
+) -> tuple[ET.Element, Shown]:
+    """The timeline at ``now`` with where the call stands as the page's steps table says it
+    (``progress.describe``), and that saying."""
+    state, events = _left_open(deadline)
+    shown = describe(state.steps[0], None, now, "w-1", lease, expired_at)
+    assert shown is not None
+    svg = timeline_svg(state, events, now, {0: shown})
+    return parsed(str(svg)), shown
+
+
+def still(lane: ET.Element) -> str:
+    found = [t for t in lane.iter(f"{SVG}text") if "still" in classes(t)]
+    assert len(found) == 1
+    return found[0].text or ""
+
+
+def right_edge(bar: ET.Element) -> float:
+    return float(bar.get("x", "0")) + float(bar.get("width", "0"))
+
+
+def test_a_call_in_flight_runs_on_until_now_and_says_so() -> None:
+    timeline, shown = _drawn_at(T0 + 30, Lease.LIVE, None)
+    assert shown.state is CallState.IN_FLIGHT
+    lane = lanes(timeline)[0]
+    (bar,) = bars(lane, "attempt")
+    assert "a-open" in classes(bar)
+    assert still(lane).startswith("attempt 1: in flight")
+    assert "no outcome yet" not in ET.tostring(timeline, encoding="unicode")
+    assert right_edge(bar) == pytest.approx(pictures.WIDTH - pictures.RIGHT, abs=0.2)
+    assert "in flight" in tip(bar)
+
+
+def test_a_call_in_doubt_says_until_when_as_the_page_does() -> None:
+    # its holder's lease expired at T0 + 40; its deadline (T0 + 61) is still ahead
+    timeline, shown = _drawn_at(T0 + 50, Lease.EXPIRED, T0 + 40)
+    assert shown.state is CallState.IN_DOUBT
+    lane = lanes(timeline)[0]
+    (bar,) = bars(lane, "attempt")
+    assert "a-indoubt" in classes(bar)
+    assert "a-open" not in classes(bar)
+    assert still(lane).startswith(f"attempt 1: in doubt until {moment(T0 + 61)}")
+    assert still(lane).startswith("attempt 1: " + summary(shown))
+    assert right_edge(bar) == pytest.approx(pictures.WIDTH - pictures.RIGHT, abs=0.2)
+    assert "it may still take effect" in tip(bar)
+
+
+@pytest.mark.parametrize(
+    ("lease", "expired_at", "deadline", "ended"),
+    [
+        (Lease.EXPIRED, T0 + 90, T0 + 61, T0 + 90),  # its lease expired after its deadline
+        (Lease.EXPIRED, T0 + 40, T0 + 61, T0 + 61),  # its deadline passed after the expiry
+        (Lease.NONE, None, T0 + 61, T0 + 61),  # released: its deadline bounds it
+        (Lease.EXPIRED, T0 + 40, None, T0 + 40),  # no deadline recorded: its lease's expiry
+    ],
+)
+def test_a_call_ended_unrecorded_stops_where_the_ledger_proves_it_over(
+    lease: Lease, expired_at: float | None, deadline: float | None, ended: float
+) -> None:
+    now = T0 + 600
+    timeline, shown = _drawn_at(now, lease, expired_at, deadline)
+    assert shown.state is CallState.UNRECORDED
+    lane = lanes(timeline)[0]
+    (bar,) = bars(lane, "attempt")
+    assert "a-unrecorded" in classes(bar)
+    assert "a-open" not in classes(bar)
+    assert still(lane).startswith("attempt 1: ended, unrecorded")
+    scale = pictures.Scale.of(T0, now - T0)
+    assert right_edge(bar) == pytest.approx(scale.x(ended), abs=0.2)  # not at now
+    assert f"ended by {pictures.stamp(ended)} UTC" in tip(bar)
+    # from then on the saga waits for a worker to settle the call
+    waits = [r for r in lane.iter(f"{SVG}rect") if "w-worker" in classes(r)]
+    (wait,) = [w for w in waits if "settles it" in tip(w)]
+    assert float(wait.get("x", "0")) == pytest.approx(scale.x(ended), abs=0.2)
+    assert right_edge(wait) == pytest.approx(scale.x(now), abs=0.2)
+
+
+def test_a_call_ended_unrecorded_whose_end_the_ledger_does_not_tell_says_so() -> None:
+    # released, and no deadline recorded: nothing on the ledger says when it ended
+    now = T0 + 600
+    timeline, shown = _drawn_at(now, Lease.NONE, None, None)
+    assert shown.state is CallState.UNRECORDED
+    lane = lanes(timeline)[0]
+    (bar,) = bars(lane, "attempt")
+    assert "a-unrecorded" in classes(bar)
+    assert still(lane).startswith("attempt 1: ended, unrecorded")
+    assert "when it ended is not on the ledger" in tip(bar)
+    assert right_edge(bar) < pictures.Scale.of(T0, now - T0).x(now) - 100  # not at now
+
+
+async def test_the_page_picture_says_what_the_steps_table_says(
+    store: Store, app: CommerceApp, clock: FakeClock, viewer: httpx.AsyncClient
+) -> None:
+    """A worker went quiet after its intent; once its lease and the call's deadline are
+    past, the page's steps table and its timeline both say "ended, unrecorded", and the
+    bar stops where the ledger proves the call over, not at the time the page is made."""
+    crash = CrashAt(CrashSite(Point.AFTER_INTENT, 0))
+    worker = Orchestrator(
+        store, app, clock=clock, owner="w-1", rng=random.Random(0), hook=crash, lease_ttl=60
+    )
+    with pytest.raises(SimulatedCrash):
+        await worker.execute(parse_plan(plan_body("o-1")), saga_id="quiet")
+    clock.advance(5)
+    html = (await viewer.get("/ui/sagas/quiet")).text
+    (timeline,) = [parsed(svg) for svg in re.findall(r"<svg.*?</svg>", html, re.S)][1:]
+    assert still(lanes(timeline)[0]).startswith("attempt 1: in flight")
+    assert "no outcome yet" not in html
+
+    lease = await store.lease_of("quiet")
+    assert lease is not None
+    expired, deadline = lease[2], (await store.load("quiet")).state.steps[0].doubt_until
+    assert expired is not None
+    assert deadline is not None
+    clock.advance(600)
+    html = (await viewer.get("/ui/sagas/quiet")).text
+    assert "ended, unrecorded · attempt 1" in html  # the steps table
+    (timeline,) = [parsed(svg) for svg in re.findall(r"<svg.*?</svg>", html, re.S)][1:]
+    lane = lanes(timeline)[0]
+    assert still(lane).startswith("attempt 1: ended, unrecorded")
+    (bar,) = bars(lane, "attempt")
+    assert f"ended by {pictures.stamp(max(expired, deadline))} UTC" in tip(bar)
+    assert "no outcome yet" not in html
+    await viewer.aclose()

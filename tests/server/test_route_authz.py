@@ -30,9 +30,12 @@ their own; any role may scrape ``/metrics`` and read ``/openapi.json``.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Literal
 
 import httpx
@@ -41,6 +44,8 @@ from fastapi import FastAPI
 from server_api import add_token, plan_body
 from starlette.routing import BaseRoute, Mount
 
+import pivotal.server.pages
+import pivotal.server.pages.routes
 from pivotal import FakeClock
 from pivotal.principals import Role, hash_token
 from pivotal.store import Store
@@ -439,3 +444,49 @@ CHECKS = {
 async def test_each_route_answers_as_its_row_says(callers: Callers, method: str, path: str) -> None:
     row = TABLE[(method, path)]
     await CHECKS[row.kind](callers, method, row)
+
+
+# -- the forms the pages post: one rule ------------------------------------------------------
+
+POSTED = sorted(k for k, row in TABLE.items() if row.kind == "session" and k[0] == "POST")
+
+
+def _page_modules() -> list[ModuleType]:
+    """The modules of the pages' routes (each binds the rule's helper by name)."""
+    found = []
+    for info in pkgutil.iter_modules(pivotal.server.pages.__path__):
+        found.append(importlib.import_module(f"pivotal.server.pages.{info.name}"))
+    return found
+
+
+@pytest.mark.parametrize(("method", "path"), POSTED, ids=[f"{m} {p}" for m, p in POSTED])
+async def test_each_form_a_page_posts_passes_through_the_one_rule(
+    callers: Callers, monkeypatch: pytest.MonkeyPatch, method: str, path: str
+) -> None:
+    """Every form a page posts (but the login's) is let in by one helper (``_posted``: a
+    session, one of its row's roles, the form's CSRF token): asked with the row's roles,
+    and a person of such a role whose form lacks the CSRF token, or forges it, is refused."""
+    row = TABLE[(method, path)]
+    asked: list[frozenset[Role]] = []
+    real = pivotal.server.pages.routes._posted
+
+    async def spy(request: Any, roles: tuple[Role, ...]) -> Any:
+        asked.append(frozenset({*roles, ADMIN}))
+        return await real(request, roles)
+
+    patched = [m for m in _page_modules() if hasattr(m, "_posted")]
+    for module in patched:
+        monkeypatch.setattr(module, "_posted", spy)
+    role = sorted(row.allowed - {ADMIN})[0]
+    c, signed_in = await callers.login(await callers.token(role))
+    assert signed_in.status_code == 303, signed_in.text
+    csrf = csrf_of((await c.get("/ui/approvals")).text)
+    for call in row.calls:
+        for forged in ("", "forged"):
+            reply = await _page(c, method, call, role, forged)
+            shown = _shown(role.value, f"csrf {forged!r}", call, reply)
+            assert reply.status_code == 403, shown
+            assert "CSRF token is missing or wrong" in reply.text, shown
+        asked.clear()
+        reply = await _page(c, method, call, role, csrf)
+        assert asked == [row.allowed], _shown(role.value, "session", call, reply)

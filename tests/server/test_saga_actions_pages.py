@@ -138,10 +138,17 @@ async def test_an_operator_runs_a_compensated_plan_again_from_its_page(
     assert reply.headers["location"] == f"/ui/sagas/{new}?notice=rerun"
     shown = await c.get(reply.headers["location"])
     assert "Submitted again as this new saga" in shown.text
-    assert 'Runs the plan of <a href="/ui/sagas/p5">p5</a> again, as operator' in shown.text
+    assert 'Runs the plan of <a href="/ui/sagas/p5">p5</a> again, as operator asked.' in shown.text
     again = await post_form(c, "p5", "rerun")
     assert again.headers["location"] == f"/ui/sagas/{new}?notice=rerun"  # the same one
     assert len(await orchestrator.store.list_sagas(None, 10)) == 3
+
+    # a rerun asked with a reason (a bulk rerun's) says it
+    services.faults.next("charge", Fault.PERMANENT)
+    await orchestrator.execute(checkout_plan("k-3"), saga_id="p7")
+    await orchestrator.rerun("p7", "olu", "card <fixed>")
+    shown = await c.get(f"/ui/sagas/{rerun_id('p7')}")
+    assert "again, as olu asked: card &lt;fixed&gt;</p>" in shown.text
 
 
 async def test_a_compensated_saga_whose_undo_was_partial_offers_no_rerun(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pivotal.call_state import CallState, Lease, Verdict, call_of, decide, lease_of
+from pivotal.call_state import CallState, Lease, Verdict, call_of, decide, ended_by, lease_of
 from pivotal.progress import describe
 from pivotal.state import StepRecord, StepStatus, UndoStatus
 
@@ -127,3 +127,17 @@ def test_a_call_that_may_still_land_is_in_doubt_until_a_time_in_words() -> None:
 def test_a_finished_call_says_nothing() -> None:
     done = StepRecord(0, "copy", "pivot", status=S.SUCCEEDED, attempts=1)
     assert describe(done, REPORT, NOW, "w-1", L.LIVE) is None
+
+
+@pytest.mark.parametrize(
+    ("expired_at", "doubt_until", "ended"),
+    [
+        (90.0, 61.0, 90.0),  # its lease expired after its deadline
+        (40.0, 61.0, 61.0),  # its deadline passed after its lease expired
+        (None, 61.0, 61.0),  # a lease released: its deadline
+        (40.0, None, 40.0),  # no deadline recorded: its lease's expiry
+        (None, None, None),  # the ledger does not tell
+    ],
+)
+def test_ended_by(expired_at: float | None, doubt_until: float | None, ended: float | None) -> None:
+    assert ended_by(expired_at, doubt_until) == ended

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from pivotal.plan import Plan, Provenance, Rerun, StepCall
 from pivotal.rerun import refusal
 from pivotal.state import SagaState, SagaStatus, StepRecord, StepStatus, UndoStatus
 
@@ -148,3 +149,23 @@ def test_a_doubt_ends_on_the_ledgers_clock() -> None:
     state = saga(step(1, "charge_payment", doubt_until=NOW))
     assert refusal(state, NOW - 0.5) is not None
     assert refusal(state, NOW) is None
+
+
+def test_a_rerun_without_a_reason_keeps_the_digest_and_record_it_had() -> None:
+    """``rerun_of.reason`` (a bulk rerun's) came later: a rerun recorded without one keeps
+    its plan digest, its provenance record's id and its stored JSON."""
+    plan = Plan(
+        catalogue="checkout",
+        steps=[StepCall(name="reserve_stock", args={"sku": "A-1"})],
+        provenance=Provenance(actor_id="ana", rerun_of=Rerun(saga_id="s-1", by="ana")),
+    )
+    assert plan.digest() == "abac6062993376ba541447b7507dea83d5f7acfdd2ea7ae4c0929609abe3b431"
+    assert plan.provenance.ref() == "prov_2c75331faf62350b"
+    assert '"rerun_of":{"saga_id":"s-1","by":"ana"}' in plan.to_json()
+    why = Rerun(saga_id="s-1", by="ana", reason="card fixed")
+    given = plan.model_copy(
+        update={"provenance": plan.provenance.model_copy(update={"rerun_of": why})}
+    )
+    assert '"rerun_of":{"saga_id":"s-1","by":"ana","reason":"card fixed"}' in given.to_json()
+    assert Plan.model_validate_json(given.to_json()) == given
+    assert given.digest() != plan.digest()

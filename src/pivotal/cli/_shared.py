@@ -186,7 +186,15 @@ def _usage(exc: Exception) -> int:
 
 class PivotalGroup(TyperGroup):
     """The root command: every error, a usage error included, ends as one line
-    ``error [code]: message`` on stderr and an exit status; never a traceback."""
+    ``error [code]: message`` on stderr and an exit status; never a traceback. Its
+    ``--json`` is the command's own (``root.json_defaults``); a command that prints no JSON
+    refuses it (a usage error), so that it is never quietly ignored."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        if ctx.params.get("as_json") and name is not None and command is not None:
+            refuse_json_unprinted(ctx, [name], command, rest)
+        return name, command, rest
 
     def main(
         self,
@@ -216,6 +224,27 @@ class PivotalGroup(TyperGroup):
         if not standalone_mode:
             return status
         sys.exit(status)
+
+
+def refuse_json_unprinted(ctx: Any, path: list[str], command: Any, rest: list[str]) -> None:
+    """A usage error (``typer.BadParameter`` on ``--json``) when the command the rest of
+    the command line names (down its groups) has no ``--json`` of its own: it prints no JSON,
+    and ``pivotal --json`` would otherwise be ignored. A group without a command (its help)
+    or a command it does not have is left to the group."""
+    while hasattr(command, "commands"):
+        if not rest or rest[0].startswith("-"):
+            return
+        found = command.get_command(ctx, rest[0])
+        if found is None:
+            return
+        path, command, rest = [*path, rest[0]], found, rest[1:]
+    if not any(p.name == "as_json" for p in command.params):
+        raise typer.BadParameter(
+            f"`pivotal {' '.join(path)}` prints no JSON (it has no --json of its own): "
+            "leave --json out",
+            ctx=ctx,
+            param_hint="--json",
+        )
 
 
 def new_group(help: str) -> typer.Typer:

@@ -13,25 +13,7 @@ import typer
 from rich.text import Text
 
 from pivotal import bulk
-from pivotal.cli._filters import (
-    About,
-    ActorId,
-    ActorType,
-    CatalogueName,
-    CreatedSince,
-    CreatedUntil,
-    FailedStep,
-    Model,
-    OnBehalfOf,
-    Order,
-    PromptVersion,
-    RunId,
-    Sort,
-    SourceDocumentId,
-    Status,
-    UpdatedSince,
-    UpdatedUntil,
-)
+from pivotal.cli._filters import Filters, searching
 from pivotal.cli._shared import (
     MAX_NAME,
     MAX_TEXT,
@@ -71,6 +53,7 @@ def question(act: bulk.Act, count: int) -> str:
     return f"{WORDS[act]} {sagas}?"
 
 
+@searching
 def sagas_bulk(
     ctx: typer.Context,
     act: Annotated[str, typer.Argument(metavar="ACT", help=f"What to do: {ACTS}.")],
@@ -88,27 +71,8 @@ def sagas_bulk(
             "--reason", help="Why (recorded; an abort needs one).", callback=bounded(MAX_TEXT)
         ),
     ] = "",
-    status: Status = None,
-    catalogue: CatalogueName = None,
-    created_since: CreatedSince = None,
-    created_until: CreatedUntil = None,
-    updated_since: UpdatedSince = None,
-    updated_until: UpdatedUntil = None,
-    actor_type: ActorType = None,
-    actor_id: ActorId = None,
-    model: Model = None,
-    run_id: RunId = None,
-    prompt_version: PromptVersion = None,
-    on_behalf_of: OnBehalfOf = None,
-    source_document_id: SourceDocumentId = None,
-    failed_step: FailedStep = None,
-    reason_holds: Annotated[
-        str | None,
-        typer.Option(help="Whose reason holds this text, any case (--reason of sagas list)."),
-    ] = None,
-    about: About = None,
-    sort: Sort = "created",
-    order: Order = "desc",
+    *,
+    filters: Filters,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show how many sagas and which; change nothing.")
     ] = False,
@@ -118,12 +82,11 @@ def sagas_bulk(
     """Abort, rerun or retry the dead letters of every saga the filters select (those of
     sagas list), at most 500, each as its single command would; a saga done before is
     left as it is. Exit 1 when any was refused or not found."""
-    given = SagaFilter.given(locals() | {"reason": reason_holds})
     chosen = bulk.act_of(act)
 
     async def selected() -> tuple[SagaFilter, list[str]]:
         async with reading(settings_of(ctx)) as store:
-            wanted = SagaFilter.parse(given, await store.ledger_time())
+            wanted = SagaFilter.parse(filters, await store.ledger_time())
             return wanted, await bulk.select(store, wanted)
 
     if not dry_run:
@@ -156,7 +119,9 @@ def sagas_bulk(
         dump({"act": chosen.value, "count": len(results), "counts": counts, "sagas": rows})
     else:
         for r in results:
-            why_not = f" [{r.code}] {r.message}" if r.code else ""
+            why_not = (
+                f" [{r.code}] {r.message}" if r.code else f" ({r.message})" if r.message else ""
+            )
             again = f" -> {r.rerun}" if r.rerun else ""
             out.print(Text(printable(f"{r.saga_id}: {r.outcome.value}{again}{why_not}")))
         out.print(Text(", ".join(f"{n} {o.replace('_', ' ')}" for o, n in counts.items())))

@@ -67,18 +67,21 @@ def dead_letters_list(
 
 @dead_letters.command("retry")
 def dead_letters_retry(
-    ctx: typer.Context, dead_letter_id: LetterId, as_json: JsonFlag = False
+    ctx: typer.Context, dead_letter_id: LetterId, by: Who, as_json: JsonFlag = False
 ) -> None:
-    """Run a parked undo again now, with its original undo key; exit 1 if it still fails."""
+    """Run a parked undo again now, with its original undo key; exit 1 if it still fails.
+    The saga notes who asked, as the API's and the page's retry do."""
     letter = _existing(dead_letter_id)
 
     async def work() -> bool:
         async with writing(settings_of(ctx), "dead-letters retry") as orch:
+            # due now and noted (who asked), as on the API and the page; then run it here
+            await orch.dead_letter_due(letter, by)
             return await orch.retry_dead_letter(letter)
 
     settled = run(work())
     if as_json:
-        dump({"dead_letter_id": dead_letter_id, "settled": settled})
+        dump({"dead_letter_id": dead_letter_id, "settled": settled, "by": by})
     else:
         out.print(f"dead letter {dead_letter_id}: " + ("settled" if settled else "still failing"))
     if not settled:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from pivotal.cli._shared import Settings, out
+from pivotal.cli._shared import JSON_ERRORS, Settings, dump, out
 
 
 def pivotal_version() -> str:
@@ -18,8 +18,12 @@ def pivotal_version() -> str:
 
 
 def _show_version(value: bool) -> None:
+    """The version, as JSON when the command line asks for it (``--json``, anywhere)."""
     if value:
-        out.print(f"pivotal {pivotal_version()}")
+        if JSON_ERRORS.get():
+            dump({"version": pivotal_version()})
+        else:
+            out.print(f"pivotal {pivotal_version()}")
         raise typer.Exit()
 
 

@@ -18,26 +18,7 @@ from pivotal import progress as live_progress
 from pivotal import render, saga_actions, worker_wait
 from pivotal.cli import _watch as watch
 from pivotal.cli import bulk
-from pivotal.cli._filters import (
-    About,
-    ActorId,
-    ActorType,
-    CatalogueName,
-    CreatedSince,
-    CreatedUntil,
-    FailedStep,
-    Model,
-    OnBehalfOf,
-    Order,
-    PromptVersion,
-    ReasonHolds,
-    RunId,
-    Sort,
-    SourceDocumentId,
-    Status,
-    UpdatedSince,
-    UpdatedUntil,
-)
+from pivotal.cli._filters import Filters, searching
 from pivotal.cli._shared import (
     JsonFlag,
     Limit,
@@ -82,26 +63,10 @@ def register(cli: typer.Typer) -> None:
 
 
 @sagas.command("list")
+@searching
 def sagas_list(
     ctx: typer.Context,
-    status: Status = None,
-    catalogue: CatalogueName = None,
-    created_since: CreatedSince = None,
-    created_until: CreatedUntil = None,
-    updated_since: UpdatedSince = None,
-    updated_until: UpdatedUntil = None,
-    actor_type: ActorType = None,
-    actor_id: ActorId = None,
-    model: Model = None,
-    run_id: RunId = None,
-    prompt_version: PromptVersion = None,
-    on_behalf_of: OnBehalfOf = None,
-    source_document_id: SourceDocumentId = None,
-    failed_step: FailedStep = None,
-    reason: ReasonHolds = None,
-    about: About = None,
-    sort: Sort = "created",
-    order: Order = "desc",
+    filters: Filters,
     cursor: Annotated[
         str | None,
         typer.Option(help="Start after the page this cursor ended (its next_cursor)."),
@@ -129,7 +94,6 @@ def sagas_list(
 ) -> None:
     """List sagas, newest first; filter and search them (or run a saved search), and page
     with --cursor."""
-    given = SagaFilter.given(locals())
     paged = paged or cursor is not None
     if by is not None and saved is None:
         raise typer.BadParameter("--by names whose saved search --saved runs", param_hint="--by")
@@ -137,7 +101,7 @@ def sagas_list(
     async def work() -> tuple[list[Any], int | None, str | None]:
         async with reading(settings_of(ctx)) as store:
             now = await store.ledger_time()
-            wanted = SagaFilter.parse(given, now)
+            wanted = SagaFilter.parse(filters, now)
             if saved is not None:
                 beside = [f for f in FIELDS if getattr(wanted, f) != getattr(SagaFilter(), f)]
                 kept = await filters_of(store, person(by), saved, beside)

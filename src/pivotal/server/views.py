@@ -165,6 +165,10 @@ class Retried(View):
     dead_letter_id: int
     status: Literal["open"]
     next_retry_at: float
+    noted: bool = Field(
+        description="Whether the saga notes who asked (false: it kept changing; the letter "
+        "is due all the same)."
+    )
 
 
 class Resolved(View):

@@ -559,7 +559,7 @@ def next_steps(ledger: Path, states: list[SagaState], dead_letters: list[int]) -
         lines += [
             f"dead letter {letter} is an undo that could not run: run it again, with its "
             "original undo key (the services work again now)",
-            f"  {cli} dead-letters retry {letter}",
+            f"  {cli} dead-letters retry {letter} --by you",
         ]
     for state in states:
         if state.status is SagaStatus.NEEDS_HUMAN:

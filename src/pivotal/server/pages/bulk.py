@@ -18,8 +18,7 @@ from starlette.responses import Response
 from pivotal import bulk
 from pivotal.errors import InvalidInput
 from pivotal.principals import Role
-from pivotal.server.pages.routes import _ctx, _form, _who, page, refused
-from pivotal.server.pages.session import Viewer
+from pivotal.server.pages.routes import _ctx, _posted, page, refused
 from pivotal.store.search import PAGING, SagaFilter, refuse_unknown
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -60,12 +59,10 @@ def wanted_of(search: str, now: float) -> SagaFilter:
 
 @router.post("/sagas/bulk")
 async def act_on_many(request: Request) -> Response:
-    who = await _who(request, (Role.OPERATOR,))
-    if not isinstance(who, Viewer):
-        return who
-    form = await _form(request, who)
-    if not isinstance(form, FormData):
-        return form
+    posted = await _posted(request, (Role.OPERATOR,))
+    if isinstance(posted, Response):
+        return posted
+    who, form = posted
     ctx = _ctx(request)
     search, reason, confirmed = _text(form, "search"), _text(form, "reason"), _text(form, "confirm")
     try:

@@ -5,7 +5,9 @@ return and what a failure at each step undoes (``plan_svg``).
 No script and no ``style`` attribute (the pages' Content-Security-Policy refuses inline
 styles): colours are SVG presentation attributes, refined by classes of ``style.css``.
 Every text is escaped and cut short: step names, errors and notes come from users and
-agents. Durations come from the events alone; nothing here reads a clock.
+agents. Durations come from the events alone; nothing here reads a clock. A call with no
+outcome recorded is drawn as the page's steps table words it (``progress.describe``, by
+``call_state.decide``): in flight, in doubt until a time, or ended, unrecorded.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ import datetime as dt
 import logging
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from markupsafe import Markup, escape
 
+from pivotal.call_state import CallState
 from pivotal.catalogue import Catalogue, StepKind
+from pivotal.progress import Shown, summary
 from pivotal.state import Event, EventType, SagaState, StepRecord, StepStatus, UndoStatus
 
 log = logging.getLogger(__name__)
@@ -104,11 +108,15 @@ FILL = {  # bar fills: forward attempts by outcome, then undos (another hue), th
     "failed": "#b42318",
     "unknown": "#6927b0",
     "open": "#84adff",
+    "indoubt": "#fda29b",
+    "unrecorded": "#bcc3ce",
     "u-ok": "#0e7490",
     "u-partial": "#22a5c4",
     "u-retry": "#7cd4e6",
     "u-dead": "#7a2e0e",
     "u-open": "#a5e4f0",
+    "u-indoubt": "#fecdca",
+    "u-unrecorded": "#d5d9e0",
     "backoff": "#fedf89",
     "worker": "#98a2b3",
     "approval": "#9e77ed",
@@ -191,14 +199,24 @@ def _error(e: Event) -> str:
     return ""
 
 
-class _Timeline:
-    """Folds the events into segments per lane."""
+_NO_OUTCOME = ("open", "indoubt", "unrecorded")  # the bars of calls with no outcome recorded
 
-    def __init__(self, state: SagaState, events: list[Event], now: float | None = None) -> None:
+
+class _Timeline:
+    """Folds the events into segments per lane; ``calls``: see ``timeline_svg``."""
+
+    def __init__(
+        self,
+        state: SagaState,
+        events: list[Event],
+        now: float | None = None,
+        calls: Mapping[int, Shown] | None = None,
+    ) -> None:
         self.state = state
+        self.calls = calls
         self.lanes = [Lane(r) for r in state.steps]
         self.t0 = min(e.at for e in events)
-        self.end = max(e.at for e in events)
+        self.end = self.last = max(e.at for e in events)
         if now is not None and not state.status.terminal:  # what is open runs on until now
             self.end = max(self.end, now)
         self.saga: list[tuple[Event, str, str]] = []  # saga-level marks
@@ -274,7 +292,7 @@ class _Timeline:
             self.any_start = None
         prior = self.open.pop((s, undo), None)
         if prior is not None:  # its outcome was never recorded: the process stopped
-            self.bar(s, undo, prior, e.at, "u-open" if undo else "open", None)
+            self.bar(s, undo, prior, e.at, _css(undo, "unrecorded"), None)
         attempt = e.attempt if isinstance(e.attempt, int) else None
         self.open[(s, undo)] = _Open(attempt, e.at, clean(e.data.get("key", ""), 80))
 
@@ -322,7 +340,15 @@ class _Timeline:
         lane.waits.append(Seg(f"w-{kind}", min(since, until), max(since, until), lines))
 
     def bar(
-        self, s: int, undo: bool, prior: _Open, at: float, css: str, outcome: Event | None
+        self,
+        s: int,
+        undo: bool,
+        prior: _Open,
+        at: float,
+        css: str,
+        outcome: Event | None,
+        notes: Sequence[str] = (),
+        until: str = "until",
     ) -> None:
         lane = self.lanes[s]
         what = "undo" if undo else "attempt"
@@ -331,7 +357,8 @@ class _Timeline:
             f"{lane.record.name}: {what} {prior.attempt if prior.attempt is not None else '?'}"
             f" — {ended}, {took(abs(at - prior.at))}",
             self.when("started", prior.at),
-            self.when("ended", at) if outcome is not None else self.when("until", at),
+            self.when("ended", at) if outcome is not None else self.when(until, at),
+            *notes,
             "the clock went backwards between its events" if at < prior.at else "",
             _error(outcome) if outcome is not None else "",
             f"key {prior.key}" if prior.key else "",
@@ -367,13 +394,10 @@ class _Timeline:
             self.waiting[(s, False)] = (e.at, "worker", None, "approved; waiting for a worker")
 
     def finish(self) -> None:
-        """What is still open at the last event: attempts in flight, waits."""
+        """What is still open at the last event: calls with no outcome recorded, waits."""
         going = not self.state.status.terminal
         for (s, undo), prior in sorted(self.open.items()):
-            self.bar(s, undo, prior, self.end, "u-open" if undo else "open", None)
-            if going:
-                what = "undo" if undo else "attempt"
-                self.lanes[s].still = f"{what} {prior.attempt or '?'}: no outcome yet"
+            self.unfinished(s, undo, prior, going)
         for s, undo in sorted(self.waiting):
             kind = self.waiting[(s, undo)][1]
             self.close_wait(s, undo, None)
@@ -385,6 +409,44 @@ class _Timeline:
             self.lanes[s].waits[-1].lines.append(f"still waiting ({len(by)} of {need} approvals)")
             if going:
                 self.lanes[s].still = f"waiting for a person's approval since {self.rel(since)}"
+
+    def unfinished(self, s: int, undo: bool, prior: _Open, going: bool) -> None:
+        """A call whose outcome is not recorded, drawn as the ledger has it (``calls``):
+        in flight or in doubt until now; ended, unrecorded until the ledger proves it over
+        (then the saga waits for a worker to settle it)."""
+        what = "undo" if undo else "attempt"
+        called = f"{what} {prior.attempt if prior.attempt is not None else '?'}"
+        if self.calls is None and going:  # without the ledger's word: until now, untold
+            self.bar(s, undo, prior, self.end, _css(undo, "open"), None)
+            self.lanes[s].still = f"{called}: no outcome recorded"
+            return
+        shown = self.calls.get(s) if self.calls is not None and going else None
+        if shown is None or shown.undo != undo or shown.attempt != prior.attempt:
+            # at rest, or not the step's latest call (a later one was made): it is over
+            self.bar(s, undo, prior, self.last, _css(undo, "unrecorded"), None)
+            return
+        if going:
+            self.lanes[s].still = f"{called}: {summary(shown)}"
+        if shown.state is not CallState.UNRECORDED:
+            css = "open" if shown.state is CallState.IN_FLIGHT else "indoubt"
+            self.bar(s, undo, prior, self.end, _css(undo, css), None, [shown.text])
+            return
+        if shown.ended is None:
+            note = "when it ended is not on the ledger (no lease expiry, no deadline)"
+            note += ": drawn to the last event"
+            self.bar(s, undo, prior, self.last, _css(undo, "unrecorded"), None, [shown.text, note])
+            return
+        ended = min(max(shown.ended, prior.at), self.end)
+        proof = "over by then, the ledger proves: its holder's lease expired, its deadline passed"
+        css = _css(undo, "unrecorded")
+        self.bar(s, undo, prior, ended, css, None, [proof, shown.text], until="ended by")
+        if ended < self.end:
+            why = f"the {what} ended, unrecorded: a worker settles it"
+            self.add_wait(s, "worker", ended, self.end, why)
+
+
+def _css(undo: bool, css: str) -> str:
+    return f"u-{css}" if undo else css
 
 
 def _capped(segs: list[Seg], what: str, name: str) -> list[Seg]:
@@ -453,10 +515,19 @@ def _rect(css: str, x: float, y: float, w: float, h: float, fill: str, extra: st
     )
 
 
-def timeline_svg(state: SagaState, events: Sequence[Event], now: float | None = None) -> Markup:
+def timeline_svg(
+    state: SagaState,
+    events: Sequence[Event],
+    now: float | None = None,
+    calls: Mapping[int, Shown] | None = None,
+) -> Markup:
     """The saga's steps as lanes, a bar per attempt (undos in another hue), its waits and
-    its saga-level moments, against time since its first event; given ``now``, what a saga
-    not at rest still has open (a call in progress, a wait) is drawn until then."""
+    its saga-level moments, against time since its first event; given ``now`` (the ledger's
+    time), what a saga not at rest still has open (a call in progress, a wait) is drawn
+    until then. ``calls``: where its calls stand at ``now``, by step (``progress.live``):
+    a call with no outcome recorded is drawn and said as in flight, in doubt until a time,
+    or ended, unrecorded (its bar stops where the ledger proves it over); without them it
+    runs on until ``now``, its state untold."""
     found = _ordered(events)
     n = len(state.steps)
     bottom = TOP + (n + 1) * LANE
@@ -470,7 +541,7 @@ def timeline_svg(state: SagaState, events: Sequence[Event], now: float | None = 
     if not found:
         body = f'<text x="8" y="24" fill="{MUTED}">No events to draw.</text>'
         return Markup(head + body + "</svg>")
-    tl = _Timeline(state, found, now)
+    tl = _Timeline(state, found, now, calls)
     scale = Scale.of(tl.t0, tl.end - tl.t0)
     parts = [head]
     parts.append(
@@ -549,7 +620,8 @@ def _lane(i: int, lane: Lane, scale: Scale) -> str:
                         f'text-anchor="middle" fill="{INK}">&#215;{seg.attempt}</text>'
                     )
                 continue
-            extra = ' stroke="#1d2330" stroke-dasharray="2 1"' if seg.css.endswith("open") else ""
+            no_outcome = seg.css.removeprefix("u-") in _NO_OUTCOME
+            extra = ' stroke="#1d2330" stroke-dasharray="2 1"' if no_outcome else ""
             out.append(
                 _rect(f"{css} a-{seg.css}", x0, y + top, w, LANE - 2 * top, FILL[seg.css], extra)
                 + _title(seg.lines)
@@ -614,7 +686,9 @@ LEGEND = (
     ("bar", FILL["retry"], "failed, retry scheduled"),
     ("bar", FILL["failed"], "failed"),
     ("bar", FILL["unknown"], "outcome unknown"),
-    ("bar", FILL["open"], "no outcome yet"),
+    ("bar", FILL["open"], "in flight"),
+    ("bar", FILL["indoubt"], "in doubt"),
+    ("bar", FILL["unrecorded"], "ended, unrecorded"),
     ("bar", FILL["u-ok"], "undo"),
     ("bar", FILL["u-retry"], "undo, retry scheduled"),
     ("bar", FILL["u-dead"], "undo dead-lettered"),
@@ -901,10 +975,14 @@ def _node(
 
 
 def for_page(
-    state: SagaState, events: Sequence[Event], app: Any, now: float | None = None
+    state: SagaState,
+    events: Sequence[Event],
+    app: Any,
+    now: float | None = None,
+    calls: Mapping[int, Shown] | None = None,
 ) -> dict[str, Markup]:
-    """Both pictures for the saga page (``now``: see ``timeline_svg``); one that cannot be
-    drawn says so instead of failing the page (and is logged)."""
+    """Both pictures for the saga page (``now``, ``calls``: see ``timeline_svg``); one
+    that cannot be drawn says so instead of failing the page (and is logged)."""
     try:
         catalogue: Catalogue | None = app.catalogue(state.catalogue)
     except Exception:  # a catalogue this server does not load: drawn without it
@@ -913,7 +991,9 @@ def for_page(
     for name in ("plan", "timeline"):
         try:
             drawn[name] = (
-                plan_svg(state, catalogue) if name == "plan" else timeline_svg(state, events, now)
+                plan_svg(state, catalogue)
+                if name == "plan"
+                else timeline_svg(state, events, now, calls)
             )
         except Exception:
             log.exception("the %s picture of saga %s could not be drawn", name, state.saga_id)

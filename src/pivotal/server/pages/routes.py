@@ -70,6 +70,8 @@ NOTICES = {
     "approved": "Approved: a worker runs the saga on.",
     "rejected": "Rejected: a worker runs the undos.",
     "retry": "The dead letter is due now: a worker's sweep retries it.",
+    "retry-not-noted": "The dead letter is due now: a worker's sweep retries it. Who asked "
+    "is not noted on its saga: the saga kept changing.",
     "resolved": "Recorded as resolved.",
     "resumed": "Resumed: a worker picks the saga up.",
     "escalation": "The escalation is closed.",
@@ -114,11 +116,18 @@ async def _who(request: Request, roles: tuple[Role, ...]) -> Viewer | Response:
     return who
 
 
-async def _form(request: Request, who: Viewer) -> FormData | Response:
+async def _posted(request: Request, roles: tuple[Role, ...]) -> tuple[Viewer, FormData] | Response:
+    """Who posts a page's form, and the form: the one rule every form a page posts passes
+    (but the login's): a session (else to the login page), one of ``roles`` (admin may do
+    all; else 403) and the form's CSRF token, that of the session (else 403). The response
+    that refuses it otherwise, nothing done."""
+    who = await _who(request, roles)
+    if not isinstance(who, Viewer):
+        return who
     form = await request.form()
     if not session.same(form.get("csrf"), who.csrf):
         return refused(request, who, 403, "The form's CSRF token is missing or wrong.")
-    return form
+    return who, form
 
 
 def _reason(form: FormData) -> str | None:
@@ -194,12 +203,9 @@ async def login(request: Request) -> Response:
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    who = await _who(request, READERS)
-    if not isinstance(who, Viewer):
-        return who
-    form = await _form(request, who)
-    if not isinstance(form, FormData):
-        return form
+    posted = await _posted(request, READERS)
+    if isinstance(posted, Response):
+        return posted
     session.sessions_of(request).close(request.cookies.get(session.COOKIE))
     response = to("/ui/login")
     response.delete_cookie(session.COOKIE, path=session.PATH)
@@ -288,12 +294,10 @@ async def approval(request: Request, saga_id: str) -> Response:
 
 
 async def _decide(request: Request, saga_id: str, approve: bool) -> Response:
-    who = await _who(request, (Role.APPROVER,))
-    if not isinstance(who, Viewer):
-        return who
-    form = await _form(request, who)
-    if not isinstance(form, FormData):
-        return form
+    posted = await _posted(request, (Role.APPROVER,))
+    if isinstance(posted, Response):
+        return posted
+    who, form = posted
     reason = _reason(form)
     version = form.get("version")
     if reason is None or not isinstance(version, str) or not version.isdigit():
@@ -491,7 +495,8 @@ async def _saga_values(ctx: Context, saga_id: str) -> dict[str, Any] | None:
         # overdue by the clock that set the due times: the ledger's (``clock.LedgerClock``)
         "steps": views.steps(stored, events, progress, ctx.orchestrator.clock.now()),
         "events": views.timeline(state, events),
-        "pictures": pictures.for_page(state, events, ctx.orchestrator.app, ctx.clock.now()),
+        # the timeline says where each call stands as the steps table does, at the same time
+        "pictures": pictures.for_page(state, events, ctx.orchestrator.app, now, progress),
         "parked": state.status is SagaStatus.NEEDS_HUMAN,
         "awaiting": state.status is SagaStatus.AWAITING_APPROVAL,
         "following": not state.status.terminal,
@@ -512,12 +517,10 @@ NOTICES |= {
 
 @router.post("/sagas/{saga_id}/abort")
 async def abort_saga(request: Request, saga_id: str) -> Response:
-    who = await _who(request, (Role.OPERATOR,))
-    if not isinstance(who, Viewer):
-        return who
-    form = await _form(request, who)
-    if not isinstance(form, FormData):
-        return form
+    posted = await _posted(request, (Role.OPERATOR,))
+    if isinstance(posted, Response):
+        return posted
+    who, form = posted
     reason = form.get("reason")
     try:
         given = reason if isinstance(reason, str) else ""
@@ -533,12 +536,10 @@ async def abort_saga(request: Request, saga_id: str) -> Response:
 
 @router.post("/sagas/{saga_id}/rerun")
 async def rerun_saga(request: Request, saga_id: str) -> Response:
-    who = await _who(request, (Role.OPERATOR,))
-    if not isinstance(who, Viewer):
-        return who
-    form = await _form(request, who)
-    if not isinstance(form, FormData):
-        return form
+    posted = await _posted(request, (Role.OPERATOR,))
+    if isinstance(posted, Response):
+        return posted
+    who, _ = posted
     try:
         state = await _ctx(request).orchestrator.rerun(saga_id, who.name)
     except SagaNotFound:
@@ -555,12 +556,10 @@ async def rerun_saga(request: Request, saga_id: str) -> Response:
 
 @router.post("/sagas/{saga_id}/fork")
 async def fork_saga(request: Request, saga_id: str) -> Response:
-    who = await _who(request, (Role.OPERATOR,))
-    if not isinstance(who, Viewer):
-        return who
-    form = await _form(request, who)
-    if not isinstance(form, FormData):
-        return form
+    posted = await _posted(request, (Role.OPERATOR,))
+    if isinstance(posted, Response):
+        return posted
+    who, form = posted
     changes, reason = form.get("changes"), form.get("reason")
     lines = changes.splitlines() if isinstance(changes, str) else []
     try:
@@ -613,17 +612,16 @@ async def dead_letters(request: Request, notice: str = "") -> Response:
 
 @router.post("/dead-letters/{dead_letter_id}/{action}")
 async def dead_letter(request: Request, dead_letter_id: int, action: str) -> Response:
-    who = await _who(request, (Role.OPERATOR,))
-    if not isinstance(who, Viewer):
-        return who
-    form = await _form(request, who)
-    if not isinstance(form, FormData):
-        return form
+    posted = await _posted(request, (Role.OPERATOR,))
+    if isinstance(posted, Response):
+        return posted
+    who, form = posted
     ctx = _ctx(request)
     if action == "retry":
-        if not await ctx.orchestrator.dead_letter_due(dead_letter_id, who.name):
+        done = await ctx.orchestrator.dead_letter_due(dead_letter_id, who.name)
+        if not done.made:
             return refused(request, who, 404, "There is no such open dead letter.")
-        return to("/ui/dead-letters?notice=retry")
+        return to("/ui/dead-letters?notice=" + ("retry" if done.noted else "retry-not-noted"))
     if action != "resolve":
         return refused(request, who, 404, "There is no such action.")
     reason = _reason(form)
@@ -659,12 +657,10 @@ async def escalations(request: Request, notice: str = "") -> Response:
 
 @router.post("/escalations/{escalation_id}/resolve")
 async def escalation(request: Request, escalation_id: int) -> Response:
-    who = await _who(request, (Role.OPERATOR,))
-    if not isinstance(who, Viewer):
-        return who
-    form = await _form(request, who)
-    if not isinstance(form, FormData):
-        return form
+    posted = await _posted(request, (Role.OPERATOR,))
+    if isinstance(posted, Response):
+        return posted
+    who, form = posted
     reason = _reason(form)
     if reason is None:
         return refused(request, who, 400, "Resolving an escalation needs a reason.")
@@ -697,12 +693,10 @@ async def needs_human(request: Request, notice: str = "") -> Response:
 
 @router.post("/sagas/{saga_id}/{action}")
 async def parked(request: Request, saga_id: str, action: str) -> Response:
-    who = await _who(request, (Role.OPERATOR,))
-    if not isinstance(who, Viewer):
-        return who
-    form = await _form(request, who)
-    if not isinstance(form, FormData):
-        return form
+    posted = await _posted(request, (Role.OPERATOR,))
+    if isinstance(posted, Response):
+        return posted
+    who, form = posted
     if action not in ("resume", "resolve"):
         return refused(request, who, 404, "There is no such action.")
     reason = _reason(form)

@@ -13,8 +13,7 @@ from starlette.datastructures import FormData
 from starlette.responses import Response
 
 from pivotal.errors import InvalidInput
-from pivotal.server.pages.routes import READERS, _ctx, _form, _who, refused, to
-from pivotal.server.pages.session import Viewer
+from pivotal.server.pages.routes import READERS, _ctx, _posted, refused, to
 from pivotal.store.saved import canonical_query
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -27,12 +26,10 @@ def _text(form: FormData, name: str) -> str:
 
 @router.post("/searches")
 async def save_search(request: Request) -> Response:
-    who = await _who(request, READERS)
-    if not isinstance(who, Viewer):
-        return who
-    form = await _form(request, who)
-    if not isinstance(form, FormData):
-        return form
+    posted = await _posted(request, READERS)
+    if isinstance(posted, Response):
+        return posted
+    who, form = posted
     try:
         saved = await _ctx(request).store.save_search(
             who.name, _text(form, "name"), _text(form, "query")
@@ -44,12 +41,10 @@ async def save_search(request: Request) -> Response:
 
 @router.post("/searches/{name}/delete")
 async def delete_search(request: Request, name: str) -> Response:
-    who = await _who(request, READERS)
-    if not isinstance(who, Viewer):
-        return who
-    form = await _form(request, who)
-    if not isinstance(form, FormData):
-        return form
+    posted = await _posted(request, READERS)
+    if isinstance(posted, Response):
+        return posted
+    who, form = posted
     ctx = _ctx(request)
     try:
         deleted = await ctx.store.delete_search(who.name, name)

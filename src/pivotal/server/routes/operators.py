@@ -87,10 +87,17 @@ async def retry_dead_letter(
     ctx: Ctx, who: Operator, dead_letter_id: Annotated[int, Path(ge=1, le=MAX_ID)]
 ) -> dict[str, Any]:
     """Make the parked undo due now: a worker's sweep retries it with its undo key; the
-    saga notes who asked (``dead_letters_due``)."""
-    if not await ctx.orchestrator.dead_letter_due(dead_letter_id, who.name):
+    saga notes who asked (``dead_letters_due``; ``noted`` false: the saga kept changing
+    and it is not noted, the letter is due all the same)."""
+    done = await ctx.orchestrator.dead_letter_due(dead_letter_id, who.name)
+    if not done.made:
         raise DeadLetterNotFound(f"no open dead letter {dead_letter_id}")
-    return {"dead_letter_id": dead_letter_id, "status": "open", "next_retry_at": ctx.clock.now()}
+    return {
+        "dead_letter_id": dead_letter_id,
+        "status": "open",
+        "next_retry_at": ctx.clock.now(),
+        "noted": done.noted,
+    }
 
 
 @router.post(
@@ -191,7 +198,10 @@ class BulkResult(BaseModel):
     saga_id: str
     outcome: Literal["acted", "already", "refused", "not_found"]
     code: str | None = Field(description="Why it was refused, as the single act says it.")
-    message: str | None
+    message: str | None = Field(
+        description="Why it was refused; of an act done, what of it was not (e.g. the note "
+        "of who asked, on a saga that kept changing)."
+    )
     rerun: str | None = Field(description="The saga its plan runs again as (rerun).")
 
 
