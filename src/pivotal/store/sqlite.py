@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from pivotal.errors import LedgerNotFound, PivotalError, SchemaMismatch, StoreError
 from pivotal.store.primitives import write_failed
+from pivotal.store.queries import SQLITE_PRAGMAS
 from pivotal.store.schema import SQLITE_MIGRATIONS
 from pivotal.store.sql import BatchResult, Fetch, Row, SQLStore, Stmt
 from pivotal.store.writer import GroupWriter, begin
@@ -140,10 +141,8 @@ class SQLiteStore(SQLStore):
         if self.path != ":memory:" and self._create:
             _make_private(Path(self.path))
         conn = self._open_file()
-        conn.execute("PRAGMA busy_timeout = 10000")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("PRAGMA foreign_keys = ON")
+        for pragma in SQLITE_PRAGMAS:
+            conn.execute(pragma)
         # the write connection waits for another process's write lock its own way, in
         # short steps (``writer.begin``); SQLite's own waits grow to 100 ms
         conn.execute("PRAGMA busy_timeout = 0")
