@@ -72,6 +72,7 @@ SEARCH_SAGAS ?= 1000000
 bench: $(VENV)/.installed
 	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/bytes_written.py
+	$(BIN)/python bench/processes.py
 	$(BIN)/python bench/saga_search.py --sagas $(SEARCH_SAGAS)
 
 # Pivotal (this working tree, .venv) against DBOS, agent-saga, Temporal, Restate and
