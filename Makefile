@@ -5,10 +5,13 @@ BIN := $(VENV)/bin
 
 .PHONY: demo serve test check chaos-soak chaos-sigstop explore lint bench bench-peers clean
 
-$(VENV)/.installed: pyproject.toml
+# The native SQLite writer (native/: C over SQLite's API, built with the machine's compiler
+# and SQLite's headers); without it Pivotal writes through its pure-Python writer.
+$(VENV)/.installed: pyproject.toml native/pyproject.toml native/_pivotal_writer.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet ./native
 	touch $@
 
 demo: $(VENV)/.installed
@@ -68,6 +71,8 @@ SEARCH_SAGAS ?= 1000000
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/bytes_written.py
+	$(BIN)/python bench/processes.py
 	$(BIN)/python bench/saga_search.py --sagas $(SEARCH_SAGAS)
 
 # Pivotal (this working tree, .venv) against DBOS, agent-saga, Temporal, Restate and

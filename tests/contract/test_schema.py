@@ -34,6 +34,29 @@ async def test_sqlite_refuses_a_newer_schema(tmp_path: Path) -> None:
         await SQLiteStore(tmp_path / "ledger.db").open()
 
 
+async def test_a_new_sqlite_ledger_has_small_pages_and_an_older_one_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    """A commit writes every page it changed whole; a new ledger's pages are 1 KiB. The
+    page size of a ledger made before is fixed in its file: it opens and works as it is."""
+    async with SQLiteStore(tmp_path / "new.db"):
+        pass
+    older = tmp_path / "older.db"
+    made = sqlite3.connect(older)
+    made.execute("PRAGMA page_size = 4096")
+    made.execute("PRAGMA journal_mode = WAL")  # the first write fixes the page size
+    made.close()
+    async with SQLiteStore(older) as store:
+        assert await store.list_sagas(None, 10) == []
+
+    def page_size(path: Path) -> int:
+        with sqlite3.connect(path) as db:
+            return int(db.execute("PRAGMA page_size").fetchone()[0])
+
+    assert page_size(tmp_path / "new.db") == 1024
+    assert page_size(older) == 4096
+
+
 async def test_postgres_refuses_an_unmigrated_database(postgres_empty_url: str) -> None:
     with pytest.raises(SchemaMismatch, match="run `pivotal migrate`"):
         await PostgresStore(postgres_empty_url).open()

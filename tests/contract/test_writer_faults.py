@@ -22,7 +22,7 @@ import secrets
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -152,10 +152,12 @@ async def one_group(store: Store, writes: Sequence[Awaitable[Any]]) -> list[Any]
 
     held = asyncio.ensure_future(writer.call(hold))
     await asyncio.to_thread(inside.wait)
-    running = asyncio.gather(*writes, return_exceptions=True)
-    await asyncio.sleep(0)  # each write queues in its first step, run before this returns
-    assert writer._jobs.qsize() == len(writes)
-    gate.set()
+    try:
+        running = asyncio.gather(*writes, return_exceptions=True)
+        await asyncio.sleep(0)  # each write queues in its first step, run before this returns
+        assert writer._jobs.qsize() == len(writes)
+    finally:
+        gate.set()  # a failed check must not leave the writer held
     await held
     return await asyncio.wait_for(running, HANG)
 
@@ -251,11 +253,20 @@ class Boom(StopIteration):
     out of a coroutine, it arrives as a ``RuntimeError``."""
 
 
+class Unreadable:
+    """A statement whose SQL cannot be read."""
+
+    @property
+    def sql(self) -> str:
+        raise Boom()
+
+
 async def test_any_exception_of_one_batch_fails_it_alone(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On SQLite the batch's statements are built on the writer thread, and building them
-    raises; on PostgreSQL running them does (the careful runner, swapped in)."""
+    """On SQLite's Python writer the batch's statements are built on the writer thread,
+    and building them raises; the native writer reads them there, and reading one raises;
+    on PostgreSQL running them does (the careful runner, swapped in)."""
     assert isinstance(store, SQLiteStore | PostgresStore)
     sagas = await leased(store, 4)
     before = await versions(store, sagas)
@@ -272,6 +283,8 @@ async def test_any_exception_of_one_batch_fails_it_alone(
     if isinstance(store, PostgresStore):
         monkeypatch.setattr(pg, "_stepwise", runner)
         failing = store._batch([Stmt(marker)])
+    elif store.writer.native:
+        failing = store._batch([cast(Stmt, Unreadable())])
     else:
         failing = store._batch_built(build)
 

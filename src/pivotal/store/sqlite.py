@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from pivotal.errors import LedgerNotFound, PivotalError, SchemaMismatch, StoreError
 from pivotal.store.primitives import write_failed
+from pivotal.store.queries import SQLITE_PRAGMAS
 from pivotal.store.schema import SQLITE_MIGRATIONS
 from pivotal.store.sql import BatchResult, Fetch, Row, SQLStore, Stmt
 from pivotal.store.writer import GroupWriter, begin
@@ -66,7 +67,8 @@ class SQLiteStore(SQLStore):
             raise self._error(exc) from exc
         return result
 
-    def _run_batch(self, conn: sqlite3.Connection, stmts: Sequence[Stmt]) -> BatchResult:
+    @staticmethod
+    def _run_batch(conn: sqlite3.Connection, stmts: Sequence[Stmt]) -> BatchResult:
         result = BatchResult()
         for stmt in stmts:
             if stmt.many:
@@ -85,10 +87,15 @@ class SQLiteStore(SQLStore):
 
     async def _batch_built(self, build: Callable[[], Sequence[Stmt]]) -> BatchResult:
         """The statements are built on the writer thread, when their transaction runs."""
+        writer = self.writer
         try:
-            result: BatchResult = await self.writer.transaction(
-                functools.partial(self._run_built, build)
-            )
+            if writer.native:  # built here: the writer runs them without the GIL
+                stmts = build()
+                result: BatchResult = await writer.statements(
+                    stmts, functools.partial(self._run_batch, stmts=stmts)
+                )
+            else:
+                result = await writer.transaction(functools.partial(self._run_built, build))
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
         except PivotalError:  # the ledger's own (LeaseLost): as it is
@@ -140,10 +147,8 @@ class SQLiteStore(SQLStore):
         if self.path != ":memory:" and self._create:
             _make_private(Path(self.path))
         conn = self._open_file()
-        conn.execute("PRAGMA busy_timeout = 10000")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("PRAGMA foreign_keys = ON")
+        for pragma in SQLITE_PRAGMAS:
+            conn.execute(pragma)
         # the write connection waits for another process's write lock its own way, in
         # short steps (``writer.begin``); SQLite's own waits grow to 100 ms
         conn.execute("PRAGMA busy_timeout = 0")
@@ -178,7 +183,11 @@ class SQLiteStore(SQLStore):
         as needed."""
         if not self._create and self.path != ":memory:" and not _is_file(self.path):
             raise LedgerNotFound(f"sqlite ledger {self.path} does not exist")
-        self._writer = GroupWriter(self._connect, name=f"pivotal-sqlite {self.path}")
+        self._writer = GroupWriter(
+            self._connect,
+            name=f"pivotal-sqlite {self.path}",
+            native_path=None if self.path == ":memory:" else self.path,
+        )
         try:
             await self._call(self._migrate)
         except BaseException:

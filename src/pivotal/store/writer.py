@@ -16,19 +16,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import queue
 import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pivotal.errors import StoreError
-from pivotal.store.primitives import carried
+from pivotal.errors import LeaseLost, StoreError
+from pivotal.store import native
+from pivotal.store.primitives import BatchResult, Stmt, carried
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 Work = Callable[[sqlite3.Connection], Any]
 
 
@@ -38,6 +41,7 @@ class _Job:
     transaction: bool
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
+    stmts: Sequence[Stmt] | None = None  # the work as statements: the native writer runs them
     result: Any = None
     error: BaseException | None = None
     done: bool = False
@@ -57,8 +61,17 @@ class _Job:
 class GroupWriter:
     """The write side of a SQLite store."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection], name: str, max_group: int = 64):
+    def __init__(
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        name: str,
+        max_group: int = 64,
+        native_path: str | None = None,
+    ):
         self._connect = connect
+        # with the native module, groups of statements run over the same connection's handle
+        self._native_path = native_path if native.available() else None
+        self._native: native.Connection | None = None
         self._max_group = max_group
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()  # None: stop
         self._conn: sqlite3.Connection | None = None
@@ -80,9 +93,22 @@ class GroupWriter:
         """Run ``work(conn)`` in a transaction, committed (perhaps with others) before return."""
         return self._submit(work, transaction=True)
 
-    async def _submit(self, work: Work, *, transaction: bool) -> Any:
+    @property
+    def native(self) -> bool:
+        """Whether groups of statements run on the native writer (``statements``)."""
+        return self._native_path is not None
+
+    def statements(self, stmts: Sequence[Stmt], work: Work) -> Coroutine[Any, Any, Any]:
+        """Run ``stmts`` in a transaction, committed (perhaps with others) before return;
+        ``work(conn)`` runs the same statements on the Python connection, for a group the
+        native writer does not take."""
+        return self._submit(work, transaction=True, stmts=stmts)
+
+    async def _submit(
+        self, work: Work, *, transaction: bool, stmts: Sequence[Stmt] | None = None
+    ) -> Any:
         loop = asyncio.get_running_loop()
-        job = _Job(work, transaction, loop, loop.create_future())
+        job = _Job(work, transaction, loop, loop.create_future(), stmts)
         with self._lock:
             if self._ended is not None:
                 raise self._refusal()
@@ -117,6 +143,8 @@ class GroupWriter:
         for job in unanswered:
             job.error = self._refusal()
         _deliver(unanswered)
+        if self._native is not None:  # its statements first: they are the connection's
+            self._native.close()
         if self._conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
@@ -129,7 +157,12 @@ class GroupWriter:
             self._serving = [job]
             if job.transaction:
                 self._gather()
-                self._commit(self._serving)
+                if self._native_path is not None and all(
+                    j.stmts is not None for j in self._serving
+                ):
+                    self._commit_native(self._serving)
+                else:
+                    self._commit(self._serving)
             else:
                 self._alone(job)
 
@@ -175,6 +208,43 @@ class GroupWriter:
         for job in group:
             if lost is not None and job.error is None:  # its work was rolled back too
                 job.error = lost if isinstance(lost, sqlite3.Error) else _lost(lost)
+        _deliver(group)
+
+    def _commit_native(self, group: list[_Job]) -> None:
+        """The group's statements, from ``BEGIN`` to ``COMMIT``, without the interpreter
+        lock (``_pivotal_writer``), by the rules of ``_run``."""
+        if self._native is None:
+            assert self._native_path is not None
+            try:
+                self._native = native.connect(self._connection(), self._native_path)
+            except (ValueError, TypeError) as exc:  # not a handle it can drive: Python's
+                log.warning("the native SQLite writer is not used: %s", exc)
+                self._native_path = None
+                self._commit(group)
+                return
+        try:
+            lost, answers = self._native.run([job.stmts for job in group], BUSY_TIMEOUT)
+        except Exception as exc:  # nothing ran: each of its callers hears why
+            for job in group:
+                job.error = exc
+            _deliver(group)
+            return
+        for job, (first, second) in zip(group, answers, strict=True):
+            if first is native.FENCE:
+                assert job.stmts is not None
+                job.error = LeaseLost(job.stmts[second].fence or "")
+            elif first is native.BIND:
+                job.error = second
+            elif isinstance(first, BaseException):
+                job.error = first
+            else:
+                job.result = BatchResult(first, second)
+        for job in group:
+            if lost is not None and job.error is None:  # its work was rolled back too
+                job.error = lost
+        if lost is None and any(job.error is None for job in group):
+            self.commits += 1
+            self.transactions += len(group)
         _deliver(group)
 
     @staticmethod
