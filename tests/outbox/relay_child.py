@@ -27,7 +27,7 @@ from typing import Any
 
 from pivotal.outbox import Message
 from pivotal.relay import Relay
-from pivotal.store import open_store
+from pivotal.store import native, open_store
 from pivotal.store import sql_outbox as so
 from pivotal.store.primitives import BatchResult, Stmt
 
@@ -111,6 +111,8 @@ def hook_settling(store: Any, point: Point) -> None:
 
 async def main(url: str, received: str, name: str, nth: int, offset: float) -> None:
     point = Point(name, nth)
+    if name == "settling":  # a point inside the transaction: the Python writer has one
+        os.environ[native.WRITER_ENV] = "python"  # (the native one runs it without Python)
     store = open_store(url, create=False)
     await store.open()
     hook_settling(store, point)
