@@ -97,6 +97,8 @@ async def test_an_agent_may_not_search(ledger: Store, as_role: Clients) -> None:
         ("limit=501", "invalid_input", "limit"),
         ("statuss=needs_human", "invalid_filter", "unknown filter 'statuss'"),
         ("status=running&Catalogue=x", "invalid_filter", "unknown filter 'Catalogue'"),
+        ("catalogue=a&catalogue=b", "invalid_filter", "catalogue may be given once"),
+        ("sort=created&sort=updated", "invalid_filter", "sort may be given once"),
     ],
 )
 async def test_a_bad_filter_is_a_clear_422(

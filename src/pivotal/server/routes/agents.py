@@ -29,7 +29,7 @@ from pivotal.server.context import Context, context
 from pivotal.server.errors import AUTHED, responses
 from pivotal.server.limits import Page, page
 from pivotal.store.saved import SAVED, filters_of
-from pivotal.store.search import PAGING, InvalidFilter, SagaFilter, refuse_unknown
+from pivotal.store.search import FIELDS, PAGING, InvalidFilter, SagaFilter, refuse_unknown
 from pivotal.validation import validate_bounded
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=responses(*AUTHED))
@@ -220,7 +220,8 @@ async def list_sagas(
     ``invalid_cursor`` names what is wrong."""
     refuse_unknown(request.query_params.keys(), (*PAGING, SAVED))
     if saved is None:
-        given = SagaFilter.given(locals())
+        # as sent: a filter given once may not come twice (the last would win, quietly)
+        given = {name: request.query_params.getlist(name) for name in FIELDS}
     else:
         sent = request.query_params.keys()
         given = await filters_of(ctx.store, who.name, saved, sent)
