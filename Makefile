@@ -48,9 +48,9 @@ test: lint
 # The slow lane CI runs after the suite: as many random fault schedules again, other ones
 # (5,000 on SQLite, 500 on PostgreSQL), with every fault kind mixed in; and every kind of
 # provider fault at every call of every scenario (990 runs), and every pair of them in a row
-# (8,910 runs).
+# (8,910 runs). Its parts run side by side, as the suite's do.
 chaos-soak: $(VENV)/.installed
-	PIVOTAL_CHAOS_SOAK=1 $(BIN)/pytest -p no:randomly \
+	PIVOTAL_CHAOS_SOAK=1 $(BIN)/pytest -p no:randomly -n $(WORKERS) --dist worksteal \
 		tests/chaos/test_in_process.py::test_random_crash_and_fault_schedules \
 		tests/chaos/test_in_process.py::test_random_crash_and_fault_schedules_on_postgres \
 		tests/chaos/test_in_process.py::test_every_provider_fault_at_every_call_of_every_scenario \

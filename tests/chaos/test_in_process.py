@@ -150,15 +150,20 @@ Schedule = tuple[ChaosScenario[CommerceWorld], list[CrashSite]]
 Extra = dict[str, list[Fault | None]]
 
 
-def random_schedules(examples: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+def random_schedules(
+    examples: int, fixed: bool = True
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Hypothesis draws a scenario, up to three crash sites, a fault list per provider
     operation (lookups and checks included), up to two failing commits and maybe a second
-    process let in while a call is in flight."""
+    process let in while a call is in flight. In the slow lane the draws come from a fixed
+    seed of their own, unless not ``fixed``: a test in parts keys its parts' draws by their
+    ids, which the slow lane names apart from the suite's."""
+    soak_seed = SOAK and fixed
     decorate = settings(
         max_examples=examples,
         deadline=None,
         database=None,
-        derandomize=not SOAK,  # the slow lane draws other schedules than the suite's
+        derandomize=not soak_seed,  # the slow lane draws other schedules than the suite's
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
     draw = given(
@@ -179,7 +184,7 @@ def random_schedules(examples: int) -> Callable[[Callable[..., None]], Callable[
         stale=st.lists(st.integers(0, 3), max_size=2),
         expire=st.booleans(),
     )
-    if SOAK:
+    if soak_seed:
         return lambda test: seed(SOAK_SEED)(decorate(draw(test)))
     return lambda test: decorate(draw(test))
 
@@ -246,15 +251,17 @@ def run_schedule(
     return result
 
 
-# The suite's 5,000 schedules in four parts that run side by side (pytest-xdist), each
-# drawing its own (Hypothesis keys a parametrized test's draws by its id). The slow lane
-# keeps one part: its fixed seed would draw the same schedules in every part.
-SHARDS = 1 if SOAK else 4
+# The 5,000 schedules in four parts that run side by side (pytest-xdist), each drawing its
+# own (Hypothesis keys a parametrized test's draws by its id): the suite's parts are 0 to 3,
+# the slow lane's soak-0 to soak-3, so that it draws other schedules than the suite's.
+SHARDS = 4
 
 
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("shard", range(SHARDS))  # each part draws its own schedules
-@random_schedules(examples(5000) // SHARDS)
+@pytest.mark.parametrize(
+    "shard", range(SHARDS), ids=[f"soak-{n}" if SOAK else str(n) for n in range(SHARDS)]
+)
+@random_schedules(examples(5000) // SHARDS, fixed=False)
 def test_random_crash_and_fault_schedules(
     shard: int,
     schedule: Schedule,
@@ -310,19 +317,20 @@ def test_every_provider_fault_at_every_call_of_every_scenario(
 
 @pytest.mark.timeout(1800)
 @pytest.mark.skipif(not SOAK, reason="the slow lane is off (PIVOTAL_CHAOS_SOAK=1 runs it)")
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)  # side by side
 def test_every_pair_of_provider_faults_at_every_call_of_every_scenario(
-    request: pytest.FixtureRequest,
+    scenario: ChaosScenario[CommerceWorld], request: pytest.FixtureRequest
 ) -> None:
     """The slow lane's exhaustive schedules: every two faults in a row at the first two
-    calls of each action and undo of each scenario (8,910 runs on the real engine)."""
+    calls of each action and undo of each scenario (8,910 runs on the real engine, a part
+    a scenario)."""
     runs = 0
-    for scenario in SCENARIOS:
-        for op in PROVIDER_OPS:
-            for first in Fault:
-                for second in Fault:
-                    run_schedule((scenario, []), {op: [first, second]}, 0, request, "fault pairs")
-                    runs += 1
-    assert runs == len(SCENARIOS) * len(PROVIDER_OPS) * len(Fault) ** 2
+    for op in PROVIDER_OPS:
+        for first in Fault:
+            for second in Fault:
+                run_schedule((scenario, []), {op: [first, second]}, 0, request, "fault pairs")
+                runs += 1
+    assert runs == len(PROVIDER_OPS) * len(Fault) ** 2
 
 
 def test_a_dead_letter_retry_that_loses_its_lease_during_its_undo_is_swept_again(

@@ -19,6 +19,7 @@ from pivotal.testing.chaos import ChaosScenario, LedgerFactory, RunResult, World
 from pivotal.testing.report import Chaos, ChaosReport
 
 _REPORT = pytest.StashKey[ChaosReport]()
+_WORKER_KEY = "pivotal_chaos_report"
 W = TypeVar("W", bound=World)
 
 
@@ -67,6 +68,22 @@ def pivotal_chaos(request: pytest.FixtureRequest) -> Iterator[Chaos]:
             "await it in an async test, or run it with asyncio.run(...) in a plain one",
             pytrace=False,
         )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker: hand the worker's report to the controller."""
+    sent = getattr(session.config, "workeroutput", None)
+    report = session.config.stash.get(_REPORT, None)
+    if sent is not None and report is not None:
+        sent[_WORKER_KEY] = report.dump()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """In pytest-xdist's controller: add a worker's report to the session's."""
+    data = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
+    if data is not None:
+        node.config.stash[_REPORT].merge(data)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -6,7 +6,7 @@ import io
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.table import Table
@@ -83,6 +83,26 @@ class ChaosReport:
             cell[1] += bool(result.violations)
         crashes = ", ".join(map(str, result.crashes)) or "none"
         self.failures += [f"{result.scenario} @ {crashes}: {v}" for v in result.violations]
+
+    def dump(self) -> dict[str, Any]:
+        """The report as plain data (what a pytest-xdist worker sends its controller)."""
+        return {
+            "cells": [[*key, *counts] for key, counts in self.cells.items()],
+            "kinds": [[*key, *counts] for key, counts in self.kinds.items()],
+            "failures": list(self.failures),
+            "runs": self.runs,
+        }
+
+    def merge(self, data: dict[str, Any]) -> None:
+        """Add a report ``dump`` made elsewhere to this one."""
+        for mode, scenario, point, runs, failed in data["cells"]:
+            cell = self.cells.setdefault((mode, scenario, point), [0, 0])
+            cell[0], cell[1] = cell[0] + runs, cell[1] + failed
+        for mode, kind, runs, failed in data["kinds"]:
+            cell = self.kinds.setdefault((mode, kind), [0, 0])
+            cell[0], cell[1] = cell[0] + runs, cell[1] + failed
+        self.failures += data["failures"]
+        self.runs += data["runs"]
 
     def table(self) -> Table:
         points = [NO_CRASH, *(p.value for p in Point)]
