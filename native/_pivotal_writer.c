@@ -183,9 +183,15 @@ static int flag(PyObject *stmt, const char *name) {
     return truth;
 }
 
-static int values_of(PyObject *params, Value *into, Py_ssize_t width) {
-    for (Py_ssize_t k = 0; k < width; k++)
-        if (to_value(PySequence_Fast_GET_ITEM(params, k), &into[k]) < 0) return -1;
+/* The values of one parameter set; ``keep`` holds each object whose bytes a value borrows,
+ * whatever becomes of the sequence it came in while the group runs. */
+static int values_of(PyObject *params, Value *into, Py_ssize_t width, PyObject *keep) {
+    for (Py_ssize_t k = 0; k < width; k++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(params, k);
+        if (to_value(item, &into[k]) < 0) return -1;
+        if ((into[k].type == V_TEXT || into[k].type == V_BLOB) && PyList_Append(keep, item) < 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -252,7 +258,7 @@ static int plan_batch(Conn *self, PyObject *stmts, Batch *b, PyObject *keep) {
                                  PySequence_Fast_GET_SIZE(one), p->width);
                     return -1;
                 }
-                if (values_of(one, &p->values[r * p->width], p->width) < 0) return -1;
+                if (values_of(one, &p->values[r * p->width], p->width, keep) < 0) return -1;
             }
         } else {
             p->rows = 1;
@@ -266,7 +272,7 @@ static int plan_batch(Conn *self, PyObject *stmts, Batch *b, PyObject *keep) {
                 PyErr_NoMemory();
                 return -1;
             }
-            if (values_of(pseq, p->values, p->width) < 0) return -1;
+            if (values_of(pseq, p->values, p->width, keep) < 0) return -1;
         }
     }
     return 0;
