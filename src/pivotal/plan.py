@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pivotal import saga_ids
 from pivotal.errors import PlanParseError, PlanTooLarge
+from pivotal.jsontext import canonical
 
 
 class ActorType(StrEnum):
@@ -147,12 +148,9 @@ class Plan(BaseModel):
         dumped = self.model_dump(mode="json")
         for key in self.provenance._unset():  # older plans keep their digests
             dumped["provenance"].pop(key, None)
-        canonical = _CANONICAL.encode(dumped)
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return hashlib.sha256(canonical(dumped).encode()).hexdigest()
 
 
-# ``json.dumps(value, sort_keys=True, separators=(",", ":"))``, made once
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 _COMPACT = json.JSONEncoder(separators=(",", ":"), default=str)
 
 

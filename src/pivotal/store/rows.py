@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pivotal.catalogue import undo_key
+from pivotal.jsontext import canonical
 from pivotal.outbox import Message
 from pivotal.state import (
     ApprovalRecord,
@@ -22,13 +23,11 @@ from pivotal.state import (
 )
 from pivotal.store import queries as q
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)  # made once, not per row
-
 
 def dumps(value: Any) -> str:
-    """Compact JSON with sorted keys (``json.dumps`` with these options, without building
-    an encoder for every row)."""
-    return _ENCODER.encode(value)
+    """Compact JSON with sorted keys: ``json.dumps(value, sort_keys=True, separators=(",",
+    ":"))`` (``pivotal.jsontext``)."""
+    return canonical(value)
 
 
 def step_row(saga_id: str, r: StepRecord) -> tuple[Any, ...]:

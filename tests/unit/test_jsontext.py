@@ -1,0 +1,101 @@
+"""The ledger's and the digests' JSON text (``pivotal.jsontext``) is the standard library's
+``json.dumps(value, sort_keys=True, separators=(",", ":"))``, byte for byte, for every value
+the ledger keeps and for the odd ones around it; where that raises, it raises the same."""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pivotal.jsontext import canonical
+
+
+def standard(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+class Colour(enum.StrEnum):
+    RED = "red"
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+# every float (NaN and the infinities too), and the ones people write
+floats = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(
+    [0.0, -0.0, 1e-4, 1e-5, 1.5e-7, 1e15, 1e16, 1.5e16, 1e21, 5e-324, 1.7976931348623157e308]
+)
+# ints past 64 bits too
+ints = st.integers() | st.integers(min_value=-(2**70), max_value=2**70)
+# every character: ASCII control characters, DEL, non-ASCII, lone surrogates
+texts = st.text(st.characters(codec=None), max_size=12) | st.text(
+    st.characters(max_codepoint=0x7F), max_size=12
+)
+scalars = st.none() | st.booleans() | ints | floats | texts | st.sampled_from([Colour.RED])
+keys = texts | st.sampled_from(["result", "via", "deadline", "key", "by", Colour.RED])
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4)
+    | st.lists(inner, max_size=3).map(tuple)
+    | st.dictionaries(keys, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(json_values)
+def test_the_text_is_json_dumps_for_every_value_the_ledger_keeps(value: Any) -> None:
+    assert canonical(value) == standard(value)
+
+
+@given(st.dictionaries(st.integers() | st.booleans() | st.none() | floats, scalars, max_size=1))
+def test_keys_that_are_not_text_are_written_as_json_dumps_writes_them(value: Any) -> None:
+    assert canonical(value) == standard(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"n": math.nan, "i": math.inf, "j": -math.inf},
+        {"level": Level.HIGH, Colour.RED: [1, 2.5, None]},
+        {"b": 1, "a": {"d": [], "c": {}}},
+        "\x00\x1f\x7f\u2028\ud800é",
+        2**80,
+    ],
+)
+def test_odd_values_are_written_as_json_dumps_writes_them(value: Any) -> None:
+    assert canonical(value) == standard(value)
+
+
+def test_what_json_dumps_refuses_is_refused_alike() -> None:
+    for value in ({"a": object()}, {1: "x", "y": 2}, {"when": {1, 2}}):
+        with pytest.raises(TypeError) as ours:
+            canonical(value)
+        with pytest.raises(TypeError) as theirs:
+            standard(value)
+        assert str(ours.value) == str(theirs.value)
+
+
+def test_a_circular_value_is_refused_as_json_dumps_refuses_it() -> None:
+    loop: list[Any] = [1]
+    loop.append({"back": loop})
+    with pytest.raises(ValueError, match="Circular reference detected"):
+        canonical(loop)
+
+
+def test_a_value_nested_too_deep_is_refused_as_json_dumps_refuses_it() -> None:
+    deep: Any = []
+    for _ in range(sys.getrecursionlimit() + 10):
+        deep = [deep]
+    with pytest.raises(RecursionError):
+        standard(deep)
+    with pytest.raises(RecursionError):
+        canonical(deep)
