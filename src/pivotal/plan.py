@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pivotal import saga_ids
 from pivotal.errors import PlanParseError, PlanTooLarge
-from pivotal.jsontext import canonical
+from pivotal.jsontext import standard
 
 
 class ActorType(StrEnum):
@@ -148,7 +148,7 @@ class Plan(BaseModel):
         dumped = self.model_dump(mode="json")
         for key in self.provenance._unset():  # older plans keep their digests
             dumped["provenance"].pop(key, None)
-        return hashlib.sha256(canonical(dumped).encode()).hexdigest()
+        return hashlib.sha256(standard(dumped).encode()).hexdigest()
 
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), default=str)
