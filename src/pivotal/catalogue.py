@@ -18,6 +18,7 @@ from pivotal.errors import CatalogueError
 from pivotal.exposure import Moves
 from pivotal.identity import ArgKind, identity_of, kind_of
 from pivotal.kinds import KIND_ORDER as KIND_ORDER
+from pivotal.kinds import KIND_TEXT as KIND_TEXT
 from pivotal.kinds import StepKind as StepKind
 from pivotal.outbox import check_message
 from pivotal.plan import DEFAULT_LIMITS, PlanLimits

@@ -21,6 +21,7 @@ from pivotal.state import EventType, SagaStatus
 from pivotal.telemetry import Call
 
 log = logging.getLogger("pivotal.engine")
+_COMPENSABLE = StepKind.COMPENSABLE.value
 
 
 class Abandoned(TimeoutError):
@@ -74,7 +75,7 @@ class Calls(Journal):
         """At a progress report of a compensable step's action: ``Cancelled`` when the saga
         was aborted meanwhile (it compensates in the ledger), so the call stops there
         rather than run to its end; its undo follows at once."""
-        if self.state.steps[index].kind != StepKind.COMPENSABLE.value:
+        if self.state.steps[index].kind != _COMPENSABLE:
             return
         try:
             stored = await self.store.load(self.state.saga_id)

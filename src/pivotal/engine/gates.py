@@ -24,10 +24,13 @@ from pivotal.policy import DAY, ApprovalRequirement, Window
 from pivotal.state import ApprovalStatus, EventType, SagaState, StepStatus
 from pivotal.validation import Recheck, recheck_bounded
 
+# the kinds that mark the point of no return, first found first (their text, read once)
+_NO_RETURN = (StepKind.PIVOT.value, StepKind.RETRIABLE.value)
+
 
 def point_of_no_return(state: SagaState) -> int | None:
     """The pivot's index, else the first retriable step's, else None."""
-    for kind in (StepKind.PIVOT.value, StepKind.RETRIABLE.value):
+    for kind in _NO_RETURN:
         for r in state.steps:
             if r.kind == kind:
                 return r.index

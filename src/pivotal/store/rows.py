@@ -23,6 +23,14 @@ from pivotal.state import (
 )
 from pivotal.store import queries as q
 
+# The text of every member of the ledger's enums, read once: an enum member's ``.value`` is a
+# property, two Python calls on every read (a row reads two or three).
+VALUE: Mapping[str, str] = {
+    m: m.value
+    for kind in (SagaStatus, StepStatus, UndoStatus, ApprovalStatus, EventType)
+    for m in kind
+}
+
 
 def dumps(value: Any) -> str:
     """Compact JSON with sorted keys: ``json.dumps(value, sort_keys=True, separators=(",",
@@ -37,13 +45,13 @@ def step_row(saga_id: str, r: StepRecord) -> tuple[Any, ...]:
         r.name,
         r.kind,
         r.group,
-        r.status.value,
+        VALUE[r.status],
         r.attempts,
         None if r.result is None else dumps(r.result),
         r.error,
         r.next_attempt_at,
         r.seq,
-        r.undo_status.value,
+        VALUE[r.undo_status],
         r.undo_attempts,
         r.undo_error,
         r.undo_next_attempt_at,
@@ -106,7 +114,7 @@ def approval_row(saga_id: str, a: ApprovalRecord) -> tuple[Any, ...]:
     return (
         saga_id,
         a.step,
-        a.status.value,
+        VALUE[a.status],
         a.reason,
         a.rationale,
         a.requested_at,
@@ -139,7 +147,7 @@ def event_row(saga_id: str, provenance_ref: str, e: Event) -> tuple[Any, ...]:
     return (
         saga_id,
         e.seq,
-        e.type.value,
+        VALUE[e.type],
         e.step,
         e.attempt,
         e.at,

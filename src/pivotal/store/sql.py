@@ -164,7 +164,7 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
             plan.to_json(),
             state.plan_digest,
             state.provenance_ref,
-            state.status.value,
+            rows.VALUE[state.status],
             state.reason,
             state.version,
             state.outcomes,
@@ -284,7 +284,7 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps):
         """The statements of one commit: the saga fenced by version (and epoch), what
         changed of its steps, approval and dead letters, its events and their messages."""
         params: tuple[Any, ...] = (
-            after.status.value,
+            rows.VALUE[after.status],
             after.reason,
             after.version,
             after.outcomes,
