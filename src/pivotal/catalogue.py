@@ -23,6 +23,7 @@ from pivotal.kinds import StepKind as StepKind
 from pivotal.outbox import check_message
 from pivotal.plan import DEFAULT_LIMITS, PlanLimits
 from pivotal.progress import check as check_progress
+from pivotal.records import quick_init
 from pivotal.retry import NO_RETRY, RetryPolicy, RetryPredicate
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ class ProgressReporter(typing.Protocol):
     ) -> Awaitable[None]: ...
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class StepContext:
     """What an action, undo or lookup is told about the call it serves."""

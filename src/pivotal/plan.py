@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pivotal import saga_ids
 from pivotal.errors import PlanParseError, PlanTooLarge
 from pivotal.jsontext import standard
+from pivotal.records import quick_init
 
 
 class ActorType(StrEnum):
@@ -171,6 +172,7 @@ class PlanLimits:
 DEFAULT_LIMITS = PlanLimits()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class FlatCall:
     index: int

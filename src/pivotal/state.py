@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
+from pivotal.records import quick_init
+
 
 class SagaStatus(StrEnum):
     SUBMITTED = "submitted"
@@ -92,6 +94,7 @@ class EventType(StrEnum):
     DEAD_LETTERS_DUE = "dead_letters_due"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Event:
     """One state change. ``seq`` is its position in the saga's log (1-based)."""
@@ -107,6 +110,7 @@ class Event:
     provenance_ref: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class StepRecord:
     index: int
@@ -143,6 +147,7 @@ class StepRecord:
         return _later(self.effect_by, self.doubt_until)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ApprovalRecord:
     step: int
@@ -158,6 +163,7 @@ class ApprovalRecord:
     approved_by: tuple[str, ...] = ()  # who has approved so far, in order
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SagaState:
     saga_id: str
