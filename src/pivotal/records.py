@@ -4,10 +4,11 @@
 A frozen dataclass's ``__init__`` sets every field with ``object.__setattr__(self, name,
 value)``: a call that packs its arguments and looks the name up on the class, for every
 field of every record. The engine makes a few dozen records a saga (events, statements,
-step records, contexts), so this was a sizeable share of its cost. The slot's descriptor
-sets the same slot with the same value, for about half as much; the record is as frozen as
-before (its ``__setattr__`` still refuses), equal, hashed and printed as before, and its
-``__init__`` takes the same arguments with the same defaults.
+step records, contexts), so this was a sizeable share of its cost. Here the record is
+filled as its ``settable`` twin with plain stores, then made a ``cls`` again (an instance
+of a subclass is filled through its slots' descriptors instead). The record is as frozen
+as before (its ``__setattr__`` still refuses), equal, hashed and printed as before, and
+its ``__init__`` takes the same arguments with the same defaults.
 """
 
 from __future__ import annotations
@@ -27,6 +28,30 @@ class _Factory:
 
 
 _FACTORY = _Factory()
+_TWINS: dict[type[Any], type[Any]] = {}
+
+
+def settable(cls: type[T]) -> type[T]:
+    """The twin of the frozen, slotted class ``cls`` whose fields can be set: a subclass
+    adding no slot (so the layouts are the same) that takes back ``object``'s own
+    ``__setattr__`` and ``__delattr__``, so a field is set by a plain store, the
+    interpreter's fastest. A record is filled as a twin, then made a ``cls`` by assigning
+    its ``__class__``; no twin is ever seen outside this module and ``state._copier``."""
+    twin = _TWINS.get(cls)
+    if twin is None:
+        twin = type(
+            f"_Settable{cls.__name__}",
+            (cls,),
+            {
+                "__slots__": (),
+                "__setattr__": object.__setattr__,
+                "__delattr__": object.__delattr__,
+                "__module__": cls.__module__,
+                "__qualname__": f"_Settable{cls.__qualname__}",
+            },
+        )
+        _TWINS[cls] = twin
+    return twin
 
 
 def quick_init(cls: type[T]) -> type[T]:
@@ -43,30 +68,48 @@ def quick_init(cls: type[T]) -> type[T]:
     # ``fields`` leaves out InitVar and ClassVar pseudo-fields; ``__dataclass_fields__`` not
     if any(not f.init for f in found) or len(found) != len(vars(cls)["__dataclass_fields__"]):
         raise TypeError(f"{cls.__name__} has a field outside __init__: its __init__ is kept")
-    namespace: dict[str, Any] = {"FACTORY": _FACTORY}
+    if any(f.name.startswith("_qi_") or f.name == "self" for f in found):  # its own names
+        raise TypeError(f"{cls.__name__} has a field named self or _qi_...: __init__ is kept")
+    namespace: dict[str, Any] = {
+        "_qi_factory": _FACTORY,
+        "_qi_cls": cls,
+        "_qi_twin": settable(cls),
+        "_qi_type": type,
+        "_qi_setattr": object.__setattr__,  # the frozen class's own refuses
+    }
     positional: list[str] = []
     keyword: list[str] = []
-    body: list[str] = []
+    stores: list[str] = []
+    sets: list[str] = []
     for f in found:
         name = f.name
         slot = getattr(cls, name)
         if not isinstance(slot, types.MemberDescriptorType):
             raise TypeError(f"{cls.__name__}.{name} is not a slot")
-        namespace[f"set_{name}"] = slot.__set__
+        namespace[f"_qi_set_{name}"] = slot.__set__
         value = name
         if f.default is not dataclasses.MISSING:
-            namespace[f"default_{name}"] = f.default
-            param = f"{name}=default_{name}"
+            namespace[f"_qi_default_{name}"] = f.default
+            param = f"{name}=_qi_default_{name}"
         elif f.default_factory is not dataclasses.MISSING:
-            namespace[f"factory_{name}"] = f.default_factory
-            param = f"{name}=FACTORY"
-            value = f"factory_{name}() if {name} is FACTORY else {name}"
+            namespace[f"_qi_factory_{name}"] = f.default_factory
+            param = f"{name}=_qi_factory"
+            value = f"_qi_factory_{name}() if {name} is _qi_factory else {name}"
         else:
             param = name
         (keyword if f.kw_only else positional).append(param)
-        body.append(f"    set_{name}(self, {value})\n")
+        stores.append(f"        self.{name} = {value}\n")
+        sets.append(f"        _qi_set_{name}(self, {value})\n")
     signature = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
-    source = f"def __init__({signature}):\n" + ("".join(body) or "    pass\n")
+    source = (
+        f"def __init__({signature}):\n"
+        "    if _qi_type(self) is _qi_cls:\n"
+        "        _qi_setattr(self, '__class__', _qi_twin)\n"
+        f"{''.join(stores)}"
+        "        self.__class__ = _qi_cls\n"
+        "    else:  # a subclass's instance: through the descriptors\n"
+        f"{''.join(sets) or '        pass'}\n"
+    )
     exec(source, namespace)  # the source is built from the class's own fields
     init = namespace["__init__"]
     original = vars(cls)["__init__"]

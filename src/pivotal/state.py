@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
-from pivotal.records import quick_init
+from pivotal.records import quick_init, settable
 
 
 class SagaStatus(StrEnum):
@@ -361,24 +361,32 @@ def _copier(cls: type[Any]) -> Callable[[Any, dict[str, Any]], Any]:
     ``replace`` looks up every field of the class on each call, and a frozen class's
     ``__init__`` sets each field through ``object.__setattr__``; folding events copies a
     state and a step record per event, so this is the engine's most frequent allocation.
-    The copy sets each slot through its descriptor, which takes less than half the time.
+    The copy is made as the class's ``records.settable`` twin, each field set by a plain
+    store, then becomes an instance of the class itself (``__class__`` assignment: the
+    layouts are the same). What is returned is an ordinary, frozen instance of ``cls``.
     The classes have no ``__post_init__``: nothing is skipped.
     """
-    if "__post_init__" in vars(cls) or not hasattr(cls, "__slots__"):
+    if "__post_init__" in vars(cls) or "__slots__" not in vars(cls):
         raise TypeError(f"{cls.__name__} must be slotted, without __post_init__")
     names = [f.name for f in fields(cls)]
     known = frozenset(names)
-    sets = "".join(f"    set_{n}(new, c[{n!r}] if {n!r} in c else o.{n})\n" for n in names)
+    twin = settable(cls)
+    sets = "".join(f"    new.{n} = c[{n!r}] if {n!r} in c else o.{n}\n" for n in names)
     source = (
         "def copy(o, c):\n"
         "    if not known.issuperset(c):\n"
         "        raise TypeError(f'{cls.__name__} has no field {sorted(set(c) - known)}')\n"
-        "    new = new_object(cls)\n"
+        "    new = new_object(twin)\n"
         f"{sets}"
+        "    new.__class__ = cls\n"
         "    return new\n"
     )
-    namespace: dict[str, Any] = {"cls": cls, "known": known, "new_object": object.__new__}
-    namespace.update({f"set_{n}": getattr(cls, n).__set__ for n in names})
+    namespace: dict[str, Any] = {
+        "cls": cls,
+        "twin": twin,
+        "known": known,
+        "new_object": object.__new__,
+    }
     exec(source, namespace)  # the source is built from the class's own fields
     copy: Callable[[Any, dict[str, Any]], Any] = namespace["copy"]
     return copy

@@ -15,7 +15,7 @@ from pivotal.engine.machine import Facts
 from pivotal.outbox import Message
 from pivotal.plan import FlatCall
 from pivotal.records import quick_init
-from pivotal.state import ApprovalRecord, Event, SagaState, StepRecord
+from pivotal.state import ApprovalRecord, Event, SagaState, StepRecord, numbered
 from pivotal.store.base import StoredSaga
 from pivotal.store.primitives import Stmt
 
@@ -88,6 +88,30 @@ def test_a_quick_record_is_the_record_its_dataclass_made() -> None:
         Stmt("SELECT 1", colour="red")  # type: ignore[call-arg]
 
 
+def test_a_record_is_never_left_a_settable_twin() -> None:
+    """Filled as its twin, a record is an instance of its own class again once made; a
+    subclass's instance (filled through the descriptors) stays of its class; copies too."""
+
+    class Noted(Event):
+        __slots__ = ()
+
+    made = [Event("x", 1.0), StepRecord(0, "n", "compensable"), Stmt("SELECT 1")]
+    for record, cls in zip(made, (Event, StepRecord, Stmt), strict=True):
+        assert type(record) is cls
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            record.__setattr__(dataclasses.fields(record)[0].name, None)
+    noted = Noted("y", 2.0, step=1)
+    assert type(noted) is Noted
+    assert (noted.type, noted.at, noted.step, noted.data) == ("y", 2.0, 1, {})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        noted.at = 3.0  # type: ignore[misc]
+    copied = numbered(made[0], 4)
+    assert type(copied) is Event
+    assert copied == dataclasses.replace(made[0], seq=4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        copied.seq = 5  # type: ignore[misc]
+
+
 def test_keyword_only_fields_stay_keyword_only() -> None:
     @quick_init
     @dataclasses.dataclass(frozen=True, slots=True)
@@ -132,6 +156,10 @@ def test_a_class_it_would_change_is_refused() -> None:
         made: ClassVar[int] = 0
         extra: dataclasses.InitVar[int] = 0
 
-    for cls in (Loose, Thawed, Checked, Derived, Counted):
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Selfish:
+        self: int
+
+    for cls in (Loose, Thawed, Checked, Derived, Counted, Selfish):
         with pytest.raises(TypeError):
             quick_init(cls)
