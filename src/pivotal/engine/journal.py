@@ -235,13 +235,20 @@ class Journal:
         type: EventType,
         step: int | None = None,
         attempt: int | None = None,
+        *,
+        at: float | None = None,
         **data: Any,
     ) -> Event:
+        """An event of this pass, at ``at`` (the clock's reading the caller decided with, if
+        it decided on one: never read twice for one decision), else now; ``data`` its data
+        (so no data key may be called ``at``)."""
         if self._traces and step is not None:
             trace = self._traces.pop((step, type in _UNDOING), None)
             if trace and type in _TRACED:
                 data["trace"] = trace
-        return Event(type=type, at=self.clock.now(), step=step, attempt=attempt, data=data)
+        if at is None:
+            at = self.clock.now()
+        return Event(type=type, at=at, step=step, attempt=attempt, data=data)
 
     async def emit(self, *events: Event, defer: bool = False) -> None:
         """Apply events; commit them and any deferred ones with the new state, atomically.
