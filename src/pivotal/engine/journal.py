@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from pivotal.catalogue import Catalogue, Step
+from pivotal.catalogue import Catalogue, Step, StepKind
 from pivotal.clock import Clock
 from pivotal.engine.values import describe
 from pivotal.errors import StoreError, VersionConflict
@@ -100,6 +100,19 @@ class RunOptions:
     report: Callable[[int, dict[str, Any]], Awaitable[None]] | None = None
 
 
+# the kinds that mark the point of no return, first found first (their text, read once)
+_NO_RETURN = (StepKind.PIVOT.value, StepKind.RETRIABLE.value)
+
+
+def point_of_no_return(state: SagaState) -> int | None:
+    """The pivot's index, else the first retriable step's, else None."""
+    for kind in _NO_RETURN:
+        for r in state.steps:
+            if r.kind == kind:
+                return r.index
+    return None
+
+
 def _ends_pass(state: SagaState) -> bool:
     """Whether a pass stops once ``state`` is committed: the saga ended, or it waits for a
     person."""
@@ -162,6 +175,7 @@ class Journal:
         "catalogue",
         "clock",
         "epoch",
+        "no_return",
         "options",
         "plan",
         "provenance",
@@ -192,6 +206,8 @@ class Journal:
         self.catalogue = catalogue
         self.plan = plan
         self.state = state
+        # the saga's point of no return: its steps' kinds never change, so it is found once
+        self.no_return = point_of_no_return(state)
         self.clock = clock
         self.epoch = epoch
         self.provenance: Provenance = plan.provenance
