@@ -191,13 +191,25 @@ def changed_steps(before: SagaState, after: SagaState) -> list[StepRecord]:
     return [b for a, b in zip(before.steps, after.steps, strict=True) if a is not b and a != b]
 
 
+# the events that park an undo as a dead letter, or settle one
+_DEAD_LETTER_EVENTS = frozenset(
+    {
+        EventType.UNDO_DEAD_LETTERED,
+        EventType.UNDO_SUCCEEDED,
+        EventType.UNDO_PARTIAL,
+        EventType.UNDO_LAPSED,
+        EventType.DEAD_LETTER_RESOLVED,
+    }
+)
+
+
 def dead_letter_changes(
     after: SagaState, events: Sequence[Event]
 ) -> list[tuple[str, tuple[Any, ...]]]:
     """The dead-letter statements a commit's events imply: park, park again, or settle."""
     out: list[tuple[str, tuple[Any, ...]]] = []
     for e in events:
-        if e.step is None:
+        if e.step is None or e.type not in _DEAD_LETTER_EVENTS:  # most events: none
             continue
         r, key = after.steps[e.step], undo_key(after.saga_id, e.step)
         if e.type is EventType.UNDO_DEAD_LETTERED:
