@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import pytest
 
 from pivotal.catalogue import StepContext
+from pivotal.engine.journal import Creation, RunOptions
 from pivotal.engine.machine import Facts
 from pivotal.outbox import Message
 from pivotal.plan import FlatCall
@@ -42,7 +43,7 @@ def plain_twin(cls: type[Any]) -> type[Any]:
 
 
 QUICK = [Event, StepRecord, ApprovalRecord, SagaState, Stmt, FlatCall, StepContext]
-QUICK += [StoredSaga, Message, Facts]
+QUICK += [StoredSaga, Message, Facts, RunOptions, Creation]
 
 
 @pytest.mark.parametrize("cls", QUICK, ids=lambda c: c.__name__)

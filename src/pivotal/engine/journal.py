@@ -20,6 +20,7 @@ from pivotal.errors import StoreError, VersionConflict
 from pivotal.exposure import NO_RATES, Rates
 from pivotal.hooks import Hook
 from pivotal.plan import Plan, Provenance
+from pivotal.records import quick_init
 from pivotal.state import (
     Event,
     EventType,
@@ -75,7 +76,8 @@ def _no_pause(index: int) -> bool:
     return False
 
 
-@dataclass(frozen=True)
+@quick_init
+@dataclass(frozen=True, slots=True)
 class RunOptions:
     """How a pass behaves inside its process."""
 
@@ -128,7 +130,8 @@ class _CommitAndRelease(Protocol):
     ) -> Awaitable[None]: ...
 
 
-@dataclass(frozen=True)
+@quick_init
+@dataclass(frozen=True, slots=True)
 class Creation:
     """A saga that is not in the ledger yet: the first commit of its pass creates it, with
     its submission and the events of the pass so far (its first intent, typically), so a
