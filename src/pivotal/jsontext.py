@@ -37,40 +37,44 @@ from typing import Any
 
 import orjson
 
-_STANDARD = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
-
-def _made_once() -> Callable[[Any, int], Any] | None:
+def encoder(
+    *,
+    default: Callable[[Any], Any] | None = None,
+    sort_keys: bool = False,
+    separators: tuple[str, str] = (", ", ": "),
+) -> Callable[[Any], str]:
+    """``json.JSONEncoder(default=..., sort_keys=..., separators=...).encode``, the text
+    byte for byte, with its C encoder made once rather than on every call (see above)."""
+    slow = json.JSONEncoder(default=default, sort_keys=sort_keys, separators=separators)
     # what ``JSONEncoder.iterencode`` builds for these options on every call
     c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
     if c_make_encoder is None:  # an interpreter without the C accelerator
-        return None
-    made: Callable[[Any, int], Any] = c_make_encoder(
+        return slow.encode
+    fast: Callable[[Any, int], Any] = c_make_encoder(
         None,  # markers: no circular-reference check (see above)
-        _STANDARD.default,
+        slow.default,
         json.encoder.encode_basestring_ascii,  # ensure_ascii
         None,  # indent
-        ":",
-        ",",
-        True,  # sort_keys
-        False,  # skipkeys
-        True,  # allow_nan
+        slow.key_separator,
+        slow.item_separator,
+        slow.sort_keys,
+        slow.skipkeys,
+        slow.allow_nan,
     )
-    return made
+
+    def encode(value: Any) -> str:
+        try:
+            return "".join(fast(value, 0))
+        except RecursionError:  # circular, or nested too deep: as the standard encoder tells
+            return slow.encode(value)
+
+    return encode
 
 
-_ENCODE = _made_once()
-
-
-def standard(value: Any) -> str:
-    """``json.dumps(value, sort_keys=True, separators=(",", ":"))`` from the standard
-    library's encoder alone: what a digest hashes (``Plan.digest``)."""
-    if _ENCODE is None:
-        return _STANDARD.encode(value)
-    try:
-        return "".join(_ENCODE(value, 0))
-    except RecursionError:  # circular, or nested too deep: as the standard encoder tells
-        return _STANDARD.encode(value)
+# ``json.dumps(value, sort_keys=True, separators=(",", ":"))``, from the standard library's
+# encoder alone: what a digest hashes (``Plan.digest``)
+standard = encoder(sort_keys=True, separators=(",", ":"))
 
 
 _OPTIONS = (

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pivotal import saga_ids
 from pivotal.errors import PlanParseError, PlanTooLarge
-from pivotal.jsontext import standard
+from pivotal.jsontext import encoder, standard
 from pivotal.records import quick_init
 
 
@@ -152,7 +152,7 @@ class Plan(BaseModel):
         return hashlib.sha256(standard(dumped).encode()).hexdigest()
 
 
-_COMPACT = json.JSONEncoder(separators=(",", ":"), default=str)
+_COMPACT = encoder(separators=(",", ":"), default=str)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +190,7 @@ def parse_plan(data: str | bytes | dict[str, Any], *, limits: PlanLimits = DEFAU
     """
     try:
         if isinstance(data, dict):  # measured as the JSON text it would be
-            size = len(_COMPACT.encode(data).encode())
+            size = len(_COMPACT(data).encode())
             if size > limits.max_bytes:
                 raise PlanTooLarge(
                     f"the plan is {size} bytes of JSON; at most {limits.max_bytes} are read"

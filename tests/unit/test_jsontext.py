@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pivotal import jsontext
-from pivotal.jsontext import canonical, standard
+from pivotal.jsontext import canonical, encoder, standard
 
 
 def dumps(value: Any) -> str:
@@ -151,3 +151,23 @@ def test_a_value_nested_too_deep_is_refused_as_json_dumps_refuses_it() -> None:
     for ours in (canonical, standard):
         with pytest.raises(RecursionError):
             ours(deep)
+
+
+ARGS_TEXT = encoder(default=str)
+COMPACT_TEXT = encoder(separators=(",", ":"), default=str)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(json_values | st.dictionaries(keys, st.sampled_from([object, 1.5, uuid.UUID(int=3)])))
+def test_an_encoder_made_once_writes_what_json_dumps_writes(value: Any) -> None:
+    """The arguments' text a step's model reads (``json.dumps(raw, default=str)``) and the
+    plan's size (compact, ``default=str``): the same text from an encoder made once."""
+    assert ARGS_TEXT(value) == json.dumps(value, default=str)
+    assert COMPACT_TEXT(value) == json.dumps(value, separators=(",", ":"), default=str)
+
+
+def test_an_encoder_made_once_refuses_a_circular_value_as_json_dumps_does() -> None:
+    loop: dict[str, Any] = {}
+    loop["self"] = loop
+    with pytest.raises(ValueError, match="Circular reference detected"):
+        ARGS_TEXT(loop)
