@@ -364,6 +364,8 @@ def _copier(cls: type[Any]) -> Callable[[Any, dict[str, Any]], Any]:
     The copy is made as the class's ``records.settable`` twin, each field set by a plain
     store, then becomes an instance of the class itself (``__class__`` assignment: the
     layouts are the same). What is returned is an ordinary, frozen instance of ``cls``.
+    A copy is made once per shape of changes (which fields ``changes`` names, in its
+    order), so that it reads each field from where it comes without asking.
     The classes have no ``__post_init__``: nothing is skipped.
     """
     if "__post_init__" in vars(cls) or "__slots__" not in vars(cls):
@@ -371,25 +373,43 @@ def _copier(cls: type[Any]) -> Callable[[Any, dict[str, Any]], Any]:
     names = [f.name for f in fields(cls)]
     known = frozenset(names)
     twin = settable(cls)
-    sets = "".join(f"    new.{n} = c[{n!r}] if {n!r} in c else o.{n}\n" for n in names)
-    source = (
-        "def copy(o, c):\n"
-        "    if not known.issuperset(c):\n"
-        "        raise TypeError(f'{cls.__name__} has no field {sorted(set(c) - known)}')\n"
-        "    new = new_object(twin)\n"
-        f"{sets}"
-        "    new.__class__ = cls\n"
-        "    return new\n"
-    )
-    namespace: dict[str, Any] = {
-        "cls": cls,
-        "twin": twin,
-        "known": known,
-        "new_object": object.__new__,
-    }
-    exec(source, namespace)  # the source is built from the class's own fields
-    copy: Callable[[Any, dict[str, Any]], Any] = namespace["copy"]
+    namespace: dict[str, Any] = {"cls": cls, "twin": twin, "new_object": object.__new__}
+
+    def made(keys: tuple[str, ...]) -> Callable[[Any, dict[str, Any]], Any]:
+        """The copy for changes of exactly ``keys``: each field from ``c`` or ``o``."""
+        sets = "".join(
+            f"    new.{n} = c[{n!r}]\n" if n in keys else f"    new.{n} = o.{n}\n" for n in names
+        )
+        source = (
+            "def copy(o, c):\n"
+            "    new = new_object(twin)\n"
+            f"{sets}"
+            "    new.__class__ = cls\n"
+            "    return new\n"
+        )
+        exec(source, namespace)  # the source is built from the class's own fields
+        shaped: Callable[[Any, dict[str, Any]], Any] = namespace["copy"]
+        return shaped
+
+    # one copy per shape of changes (the fold's few kinds of event make a few shapes);
+    # at most _SHAPES of them, then any further shape is made each time
+    by_shape: dict[tuple[str, ...], Callable[[Any, dict[str, Any]], Any]] = {}
+
+    def copy(o: Any, c: dict[str, Any]) -> Any:
+        keys = tuple(c)
+        shaped = by_shape.get(keys)
+        if shaped is None:
+            if not known.issuperset(keys):
+                raise TypeError(f"{cls.__name__} has no field {sorted(set(keys) - known)}")
+            shaped = made(keys)
+            if len(by_shape) < _SHAPES:
+                by_shape[keys] = shaped
+        return shaped(o, c)
+
     return copy
+
+
+_SHAPES = 64
 
 
 _copy_state = _copier(SagaState)
