@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import math
 import typing
 import warnings
@@ -17,11 +16,14 @@ from pydantic import BaseModel
 from pivotal.errors import CatalogueError
 from pivotal.exposure import Moves
 from pivotal.identity import ArgKind, identity_of, kind_of
+from pivotal.jsontext import encoder
 from pivotal.kinds import KIND_ORDER as KIND_ORDER
+from pivotal.kinds import KIND_TEXT as KIND_TEXT
 from pivotal.kinds import StepKind as StepKind
 from pivotal.outbox import check_message
 from pivotal.plan import DEFAULT_LIMITS, PlanLimits
 from pivotal.progress import check as check_progress
+from pivotal.records import quick_init
 from pivotal.retry import NO_RETRY, RetryPolicy, RetryPredicate
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ class ProgressReporter(typing.Protocol):
     ) -> Awaitable[None]: ...
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class StepContext:
     """What an action, undo or lookup is told about the call it serves."""
@@ -287,13 +290,11 @@ class Step:
     def parse_args(self, raw: Mapping[str, Any]) -> BaseModel:
         """The arguments as the model reads them from JSON (strictly, unless the step was
         declared with ``strict=False``: then "180" may become 180)."""
-        return self.args_model.model_validate_json(
-            _ARGS_JSON.encode(raw), strict=self.strict or None
-        )
+        return self.args_model.model_validate_json(_ARGS_JSON(raw), strict=self.strict or None)
 
 
-# ``json.dumps(raw, default=str)``, without building an encoder for every call
-_ARGS_JSON = json.JSONEncoder(default=str)
+# ``json.dumps(raw, default=str)``, its encoder made once
+_ARGS_JSON = encoder(default=str)
 
 
 def _args_model_of(fn: Callable[..., Any]) -> type[BaseModel]:

@@ -15,6 +15,9 @@ class StepKind(StrEnum):
     RETRIABLE = "retriable"  # after the pivot; retried until it succeeds
 
 
+# each kind's text, read once: an enum member's ``.value`` is a property, two Python calls
+KIND_TEXT: Mapping[str, str] = {kind: kind.value for kind in StepKind}
+
 KIND_ORDER: Mapping[StepKind, int] = {
     StepKind.COMPENSABLE: 0,
     StepKind.PIVOT: 1,

@@ -16,7 +16,7 @@ from typing import Any
 
 from pivotal import agent_reasons, four_eyes, saga_ids
 from pivotal.app import App
-from pivotal.catalogue import Catalogue, StepKind
+from pivotal.catalogue import KIND_TEXT, Catalogue, StepKind
 from pivotal.clock import Clock, SystemClock, follow_ledger, synced
 from pivotal.engine import AlreadyCreated, Creation, Driver, RunOptions, point_of_no_return
 from pivotal.engine.resuming import ResumeFromRefused, resume_from, step_named
@@ -329,7 +329,7 @@ class Orchestrator:
                 "steps": [
                     {
                         "name": f.call.name,
-                        "kind": catalogue[f.call.name].kind.value,
+                        "kind": KIND_TEXT[catalogue[f.call.name].kind],
                         "group": f.group,
                     }
                     for f in found.calls

@@ -25,6 +25,7 @@ from typing import Any
 
 from pivotal.agent_reasons import WAITING, Reason, announced
 from pivotal.errors import MessageError
+from pivotal.records import quick_init
 from pivotal.state import Event, EventType, SagaState
 
 MAX_MESSAGE_BYTES = 20_000  # a message is a notification, not a document
@@ -54,6 +55,7 @@ UNDO_PARTIAL = "step.undo_partial"
 ANNOUNCE_FAILED = "step.announce_failed"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Message:
     """One outbox message as it is kept until delivered."""

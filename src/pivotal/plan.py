@@ -20,6 +20,8 @@ from pydantic import (
 
 from pivotal import saga_ids
 from pivotal.errors import PlanParseError, PlanTooLarge
+from pivotal.jsontext import encoder, standard
+from pivotal.records import quick_init
 
 
 class ActorType(StrEnum):
@@ -166,13 +168,10 @@ class Plan(BaseModel):
         dumped = self.model_dump(mode="json")
         for key in self.provenance._unset():  # older plans keep their digests
             dumped["provenance"].pop(key, None)
-        canonical = _CANONICAL.encode(dumped)
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return hashlib.sha256(standard(dumped).encode()).hexdigest()
 
 
-# ``json.dumps(value, sort_keys=True, separators=(",", ":"))``, made once
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
-_COMPACT = json.JSONEncoder(separators=(",", ":"), default=str)
+_COMPACT = encoder(separators=(",", ":"), default=str)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +191,7 @@ class PlanLimits:
 DEFAULT_LIMITS = PlanLimits()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class FlatCall:
     index: int
@@ -209,7 +209,7 @@ def parse_plan(data: str | bytes | dict[str, Any], *, limits: PlanLimits = DEFAU
     """
     try:
         if isinstance(data, dict):  # measured as the JSON text it would be
-            size = len(_COMPACT.encode(data).encode())
+            size = len(_COMPACT(data).encode())
             if size > limits.max_bytes:
                 raise PlanTooLarge(
                     f"the plan is {size} bytes of JSON; at most {limits.max_bytes} are read"

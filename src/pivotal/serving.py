@@ -15,7 +15,7 @@ import json
 import weakref
 from typing import Any
 
-from pivotal.catalogue import Catalogue
+from pivotal.catalogue import KIND_TEXT, Catalogue
 from pivotal.state import SagaState
 
 DIGEST_LENGTH = 16  # hex characters shown and kept: enough to tell builds apart by eye
@@ -39,7 +39,7 @@ def catalogue_digest(catalogue: Catalogue) -> str:
     schemas (not their code, retry policies or descriptions), the same in every process
     that declares the same steps. For display: two builds that differ in what a plan may
     say of a step have different digests."""
-    steps = tuple((s.name, s.kind.value, s.args_model) for s in catalogue)
+    steps = tuple((s.name, KIND_TEXT[s.kind], s.args_model) for s in catalogue)
     cached = _digests.get(catalogue)
     if cached is not None and cached[0] == steps:
         return cached[1]

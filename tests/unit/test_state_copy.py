@@ -86,3 +86,27 @@ def test_a_copier_is_made_only_for_a_slotted_class_without_post_init() -> None:
     for cls in (Loose, Checked):
         with pytest.raises(TypeError, match="slotted"):
             _copier(cls)
+
+
+def test_copies_of_many_shapes_are_replace() -> None:
+    """A copy is made per shape of changes, and kept for a bounded number of shapes: past
+    that bound (and in any order of fields) each copy is still ``replace``."""
+    before = a_state()
+    names = ["version", "updated_at", "reason", "outcomes", "compensating_since", "traceparent"]
+    values = {
+        "version": 5,
+        "updated_at": 9.0,
+        "reason": "r",
+        "outcomes": 2,
+        "compensating_since": 4.0,
+        "traceparent": "t",
+    }
+    shapes = [names[i:] + names[:i] for i in range(len(names))]
+    shapes += [names[: n + 1][::-1] for n in range(len(names))]
+    shapes += [  # 120 more: past the bound
+        [a, b, c] for a in names for b in names for c in names if len({a, b, c}) == 3
+    ]
+    for shape in shapes:
+        changes = {name: values[name] for name in shape}
+        assert _copy_state(before, changes) == dataclasses.replace(before, **changes)
+    assert before == a_state()

@@ -7,8 +7,14 @@ writes), ``calls`` (calls into a step's code), ``gates`` (what is asked before a
 
 from pivotal.engine.calls import Abandoned, Cancelled
 from pivotal.engine.driver import Driver
-from pivotal.engine.gates import gate_of, point_of_no_return
-from pivotal.engine.journal import AlreadyCreated, Creation, RunOptions, Suspended
+from pivotal.engine.gates import gate_of
+from pivotal.engine.journal import (
+    AlreadyCreated,
+    Creation,
+    RunOptions,
+    Suspended,
+    point_of_no_return,
+)
 from pivotal.engine.values import describe, jsonable
 
 __all__ = [

@@ -244,14 +244,13 @@ class Backward(Forward):
         with self.telemetry.call(call):
             if call.traceparent != ctx.traceparent:
                 ctx = replace(ctx, traceparent=call.traceparent)
-            if not may_start(self.clock.now(), not_after):  # nothing was called
+            now = self.clock.now()  # one reading: whether the undo may start, and for how long
+            if not may_start(now, not_after):  # nothing was called
                 call.outcome = "not_started"
                 return Outcome.TRANSIENT, "its deadline passed before the undo could begin", False
             try:
                 result = self.state.steps[index].result
-                note = await self._bounded(
-                    step.undo(args, result, ctx), not_after - self.clock.now()
-                )
+                note = await self._bounded(step.undo(args, result, ctx), not_after - now)
             except Exception as exc:
                 outcome = classify(exc, step.retry_on, step.no_effect_on)
                 call.outcome = _outcome_name(exc, outcome)

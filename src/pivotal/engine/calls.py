@@ -21,6 +21,7 @@ from pivotal.state import EventType, SagaStatus
 from pivotal.telemetry import Call
 
 log = logging.getLogger("pivotal.engine")
+_COMPENSABLE = StepKind.COMPENSABLE.value
 
 
 class Abandoned(TimeoutError):
@@ -74,7 +75,7 @@ class Calls(Journal):
         """At a progress report of a compensable step's action: ``Cancelled`` when the saga
         was aborted meanwhile (it compensates in the ledger), so the call stops there
         rather than run to its end; its undo follows at once."""
-        if self.state.steps[index].kind != StepKind.COMPENSABLE.value:
+        if self.state.steps[index].kind != _COMPENSABLE:
             return
         try:
             stored = await self.store.load(self.state.saga_id)
@@ -153,15 +154,18 @@ class Calls(Journal):
         """Write the intent of the call ``ctx`` stands for, of the action or of its undo, and
         return its ``not_after``: no call of this attempt starts later. The lease is checked
         before the intent and again after it; the deadline recorded with the intent is
-        ``not_after`` plus the catalogue's ``doubt_grace``. Every call begins here."""
+        ``not_after`` plus the catalogue's ``doubt_grace``; the intent is recorded at the
+        same reading of the clock that ``not_after`` counts from. Every call begins here."""
         await self._hook(Point.BEFORE_UNDO_INTENT if undo else Point.BEFORE_INTENT, index)
         await self._fence()
-        not_after = self.clock.now() + self._limit(self.step_of(index))
+        now = self.clock.now()
+        not_after = now + self._limit(self.step_of(index))
         await self.emit(
             self.event(
                 EventType.UNDO_STARTED if undo else EventType.STEP_STARTED,
                 index,
                 ctx.attempt,
+                at=now,
                 key=ctx.key,
                 by=self.options.owner,
                 deadline=not_after + self.catalogue.doubt_grace,

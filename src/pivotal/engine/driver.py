@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 
 from pivotal.engine.backward import Backward
-from pivotal.engine.gates import Gates, point_of_no_return
+from pivotal.engine.gates import Gates
 from pivotal.engine.journal import Suspended
 from pivotal.engine.machine import Do, Facts, Outcome, Phase, decide
 from pivotal.errors import VersionConflict
@@ -131,7 +131,7 @@ class Driver(Backward, Gates):
         if not bad:
             return
         r = bad[0]
-        pnr = point_of_no_return(self.state)
+        pnr = self.no_return
         facts = Facts(
             passed_pivot=pnr is not None and self.state.steps[pnr].status is StepStatus.SUCCEEDED,
             is_pivot=r.index == pnr,

@@ -113,11 +113,12 @@ class Forward(Calls):
         with self.telemetry.call(call):
             if call.traceparent != ctx.traceparent:  # an observer started a span
                 ctx = replace(ctx, traceparent=call.traceparent)
-            if not may_start(self.clock.now(), not_after):
+            now = self.clock.now()  # one reading: whether the call may start, and for how long
+            if not may_start(now, not_after):
                 call.outcome = "not_started"
                 return End.NOT_STARTED, None, "its deadline passed before the call could begin"
             try:
-                result = await self._bounded(step.action(args, ctx), not_after - self.clock.now())
+                result = await self._bounded(step.action(args, ctx), not_after - now)
             except Exception as exc:
                 outcome = classify(exc, step.retry_on, step.no_effect_on)
                 self._traces[index, False] = from_exception(exc)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from pivotal.catalogue import StepKind
-from pivotal.engine.journal import Journal
+from pivotal.engine.journal import Journal, point_of_no_return
 from pivotal.engine.machine import Approval, Do, Facts, Phase, decide
 from pivotal.engine.values import describe, describe_value
 from pivotal.exposure import (
@@ -23,15 +22,6 @@ from pivotal.plan import ActorType
 from pivotal.policy import DAY, ApprovalRequirement, Window
 from pivotal.state import ApprovalStatus, EventType, SagaState, StepStatus
 from pivotal.validation import Recheck, recheck_bounded
-
-
-def point_of_no_return(state: SagaState) -> int | None:
-    """The pivot's index, else the first retriable step's, else None."""
-    for kind in (StepKind.PIVOT.value, StepKind.RETRIABLE.value):
-        for r in state.steps:
-            if r.kind == kind:
-                return r.index
-    return None
 
 
 def gate_of(state: SagaState, before: Collection[str] = ()) -> int | None:
@@ -56,7 +46,8 @@ class Gates(Journal):
         """Approval at the point of no return. True: go on and run the step."""
         rec = self.state.steps[index]
         before = getattr(self.catalogue.approval, "before", ())
-        if index != gate_of(self.state, before) or rec.status is not StepStatus.PENDING:
+        gate = gate_of(self.state, before) if before else self.no_return  # the same, then
+        if index != gate or rec.status is not StepStatus.PENDING:
             return True
         approval, now = self.state.approval, self.clock.now()
         need = await self._approval_needed(index) if approval is None else None
@@ -112,7 +103,7 @@ class Gates(Journal):
             self.state.steps[i].status is not StepStatus.PENDING for i in unit
         ):
             return True
-        pnr = point_of_no_return(self.state)
+        pnr = self.no_return
         if pnr is not None and first.index > pnr:
             return True
         now, approval = self.clock.now(), self.state.approval
@@ -147,7 +138,7 @@ class Gates(Journal):
         """Before the point of no return begins: True when every hold made before it is
         certainly in place until its call must end; else the saga compensates (nothing of
         the pivot was called), naming the hold. See ``pivotal.holds``."""
-        pnr = point_of_no_return(self.state)
+        pnr = self.no_return
         if pnr not in unit or self.state.steps[pnr].status is not StepStatus.PENDING:
             return True
         return await self._covered(pnr)

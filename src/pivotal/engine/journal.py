@@ -13,13 +13,14 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from pivotal.catalogue import Catalogue, Step
+from pivotal.catalogue import Catalogue, Step, StepKind
 from pivotal.clock import Clock
 from pivotal.engine.values import describe
 from pivotal.errors import StoreError, VersionConflict
 from pivotal.exposure import NO_RATES, Rates
 from pivotal.hooks import Hook
 from pivotal.plan import Plan, Provenance
+from pivotal.records import quick_init
 from pivotal.state import (
     Event,
     EventType,
@@ -75,7 +76,8 @@ def _no_pause(index: int) -> bool:
     return False
 
 
-@dataclass(frozen=True)
+@quick_init
+@dataclass(frozen=True, slots=True)
 class RunOptions:
     """How a pass behaves inside its process."""
 
@@ -100,6 +102,19 @@ class RunOptions:
     report: Callable[[int, dict[str, Any]], Awaitable[None]] | None = None
 
 
+# the kinds that mark the point of no return, first found first (their text, read once)
+_NO_RETURN = (StepKind.PIVOT.value, StepKind.RETRIABLE.value)
+
+
+def point_of_no_return(state: SagaState) -> int | None:
+    """The pivot's index, else the first retriable step's, else None."""
+    for kind in _NO_RETURN:
+        for r in state.steps:
+            if r.kind == kind:
+                return r.index
+    return None
+
+
 def _ends_pass(state: SagaState) -> bool:
     """Whether a pass stops once ``state`` is committed: the saga ended, or it waits for a
     person."""
@@ -115,7 +130,8 @@ class _CommitAndRelease(Protocol):
     ) -> Awaitable[None]: ...
 
 
-@dataclass(frozen=True)
+@quick_init
+@dataclass(frozen=True, slots=True)
 class Creation:
     """A saga that is not in the ledger yet: the first commit of its pass creates it, with
     its submission and the events of the pass so far (its first intent, typically), so a
@@ -162,6 +178,7 @@ class Journal:
         "catalogue",
         "clock",
         "epoch",
+        "no_return",
         "options",
         "plan",
         "provenance",
@@ -192,6 +209,8 @@ class Journal:
         self.catalogue = catalogue
         self.plan = plan
         self.state = state
+        # the saga's point of no return: its steps' kinds never change, so it is found once
+        self.no_return = point_of_no_return(state)
         self.clock = clock
         self.epoch = epoch
         self.provenance: Provenance = plan.provenance
@@ -235,13 +254,20 @@ class Journal:
         type: EventType,
         step: int | None = None,
         attempt: int | None = None,
+        *,
+        at: float | None = None,
         **data: Any,
     ) -> Event:
+        """An event of this pass, at ``at`` (the clock's reading the caller decided with, if
+        it decided on one: never read twice for one decision), else now; ``data`` its data
+        (so no data key may be called ``at``)."""
         if self._traces and step is not None:
             trace = self._traces.pop((step, type in _UNDOING), None)
             if trace and type in _TRACED:
                 data["trace"] = trace
-        return Event(type=type, at=self.clock.now(), step=step, attempt=attempt, data=data)
+        if at is None:
+            at = self.clock.now()
+        return Event(type=type, at=at, step=step, attempt=attempt, data=data)
 
     async def emit(self, *events: Event, defer: bool = False) -> None:
         """Apply events; commit them and any deferred ones with the new state, atomically.

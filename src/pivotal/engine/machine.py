@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from enum import StrEnum
 
+from pivotal.records import quick_init
+
 
 class Phase(StrEnum):
     """Where a step, or its saga, is when something is observed."""
@@ -122,6 +124,7 @@ class Do(StrEnum):
     REFUSE = "refuse"  # refuse the person's request, with the reason; nothing is recorded
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Facts:
     """What the rules read about one step, compared at the ledger's ``now``."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pivotal.catalogue import StepKind
-from pivotal.engine.gates import point_of_no_return
+from pivotal.engine.journal import point_of_no_return
 from pivotal.engine.machine import Do, Facts, Phase, Standing, decide
 from pivotal.errors import InvalidInput, SagaConflict
 from pivotal.state import SagaState, SagaStatus, StepRecord, StepStatus

@@ -15,6 +15,7 @@ from typing import Any, Protocol, Self
 
 from pivotal.outbox import Message
 from pivotal.plan import Plan, Provenance
+from pivotal.records import quick_init
 from pivotal.state import ApprovalRecord, Event, SagaState, SagaStatus
 from pivotal.store.planning_records import (
     Escalation,
@@ -172,6 +173,7 @@ class WorkerInfo:
         return "alive" if now - self.heartbeat_at <= self.gone_after() else "stale"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class StoredSaga:
     state: SagaState

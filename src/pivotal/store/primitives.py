@@ -14,13 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pivotal.errors import LeaseLost, StoreError
+from pivotal.records import quick_init
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
 Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Row]]]
 
 
-@dataclass(frozen=True)
+@quick_init
+@dataclass(frozen=True, slots=True)
 class Stmt:
     """One statement of a write batch."""
 

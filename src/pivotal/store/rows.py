@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pivotal.catalogue import undo_key
+from pivotal.jsontext import canonical
 from pivotal.outbox import Message
 from pivotal.state import (
     ApprovalRecord,
@@ -22,13 +23,19 @@ from pivotal.state import (
 )
 from pivotal.store import queries as q
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)  # made once, not per row
+# The text of every member of the ledger's enums, read once: an enum member's ``.value`` is a
+# property, two Python calls on every read (a row reads two or three).
+VALUE: Mapping[str, str] = {
+    m: m.value
+    for kind in (SagaStatus, StepStatus, UndoStatus, ApprovalStatus, EventType)
+    for m in kind
+}
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON with sorted keys (``json.dumps`` with these options, without building
-    an encoder for every row)."""
-    return _ENCODER.encode(value)
+    """Compact JSON with sorted keys: ``json.dumps(value, sort_keys=True, separators=(",",
+    ":"))`` (``pivotal.jsontext``)."""
+    return canonical(value)
 
 
 def step_row(saga_id: str, r: StepRecord) -> tuple[Any, ...]:
@@ -38,13 +45,13 @@ def step_row(saga_id: str, r: StepRecord) -> tuple[Any, ...]:
         r.name,
         r.kind,
         r.group,
-        r.status.value,
+        VALUE[r.status],
         r.attempts,
         None if r.result is None else dumps(r.result),
         r.error,
         r.next_attempt_at,
         r.seq,
-        r.undo_status.value,
+        VALUE[r.undo_status],
         r.undo_attempts,
         r.undo_error,
         r.undo_next_attempt_at,
@@ -107,7 +114,7 @@ def approval_row(saga_id: str, a: ApprovalRecord) -> tuple[Any, ...]:
     return (
         saga_id,
         a.step,
-        a.status.value,
+        VALUE[a.status],
         a.reason,
         a.rationale,
         a.requested_at,
@@ -140,7 +147,7 @@ def event_row(saga_id: str, provenance_ref: str, e: Event) -> tuple[Any, ...]:
     return (
         saga_id,
         e.seq,
-        e.type.value,
+        VALUE[e.type],
         e.step,
         e.attempt,
         e.at,
@@ -184,13 +191,25 @@ def changed_steps(before: SagaState, after: SagaState) -> list[StepRecord]:
     return [b for a, b in zip(before.steps, after.steps, strict=True) if a is not b and a != b]
 
 
+# the events that park an undo as a dead letter, or settle one
+_DEAD_LETTER_EVENTS = frozenset(
+    {
+        EventType.UNDO_DEAD_LETTERED,
+        EventType.UNDO_SUCCEEDED,
+        EventType.UNDO_PARTIAL,
+        EventType.UNDO_LAPSED,
+        EventType.DEAD_LETTER_RESOLVED,
+    }
+)
+
+
 def dead_letter_changes(
     after: SagaState, events: Sequence[Event]
 ) -> list[tuple[str, tuple[Any, ...]]]:
     """The dead-letter statements a commit's events imply: park, park again, or settle."""
     out: list[tuple[str, tuple[Any, ...]]] = []
     for e in events:
-        if e.step is None:
+        if e.step is None or e.type not in _DEAD_LETTER_EVENTS:  # most events: none
             continue
         r, key = after.steps[e.step], undo_key(after.saga_id, e.step)
         if e.type is EventType.UNDO_DEAD_LETTERED:

@@ -165,7 +165,7 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps, SQLSaved):
             plan.to_json(),
             state.plan_digest,
             state.provenance_ref,
-            state.status.value,
+            rows.VALUE[state.status],
             state.reason,
             state.version,
             state.outcomes,
@@ -285,7 +285,7 @@ class SQLStore(SQLPlanning, SQLOutbox, SQLOps, SQLSaved):
         """The statements of one commit: the saga fenced by version (and epoch), what
         changed of its steps, approval and dead letters, its events and their messages."""
         params: tuple[Any, ...] = (
-            after.status.value,
+            rows.VALUE[after.status],
             after.reason,
             after.version,
             after.outcomes,

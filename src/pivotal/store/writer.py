@@ -167,12 +167,11 @@ class GroupWriter:
                 self._alone(job)
 
     def _gather(self) -> None:
-        """Add the transactions already queued to the group; keep what ends it for later."""
-        while len(self._serving) < self._max_group:
-            try:
-                more = self._jobs.get_nowait()
-            except queue.Empty:
-                return
+        """Add the transactions already queued to the group; keep what ends it for later.
+        (Only this thread takes from the queue: what it finds there stays until taken, so
+        it asks whether the queue is empty rather than pay for an exception on every group.)"""
+        while len(self._serving) < self._max_group and not self._jobs.empty():
+            more = self._jobs.get_nowait()
             if more is None or not more.transaction:
                 self._ahead.append(more)
                 return
@@ -362,8 +361,10 @@ def _deliver(jobs: list[_Job]) -> None:
         job.done = True
         by_loop.setdefault(job.loop, []).append(job)
     for loop, mine in by_loop.items():
-        with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody waits
+        try:
             loop.call_soon_threadsafe(_settle_all, mine)
+        except RuntimeError:  # the caller's loop is gone: nobody waits
+            continue  # (not contextlib.suppress: an object and two calls per group)
 
 
 def _settle_all(jobs: list[_Job]) -> None:
