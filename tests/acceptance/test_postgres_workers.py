@@ -124,12 +124,26 @@ def freeze_holding_leases(
     for _ in range(100):
         wait_for_leases(url, owner)
         proc.send_signal(signal.SIGSTOP)
-        held = leases_held(url, owner)
+        held = settled_leases(url, owner)
         if held and not sqlite_write_locked(state) and not provider_call_open(state, proc.pid):
             return held
         proc.send_signal(signal.SIGCONT)  # try again a moment later
         time.sleep(0.01)
     pytest.fail(f"could not freeze {owner} while it held a lease")
+
+
+def settled_leases(url: str, owner: str) -> dict[str, int]:
+    """The leases ``owner`` holds once what it sent before it froze has landed: a commit or
+    a claim on its way to the server when the signal came still changes them after it.
+    Read until two readings a moment apart agree."""
+    held = leases_held(url, owner)
+    for _ in range(50):
+        time.sleep(0.05)
+        again = leases_held(url, owner)
+        if again == held:
+            return held
+        held = again
+    pytest.fail(f"the leases of frozen {owner} kept changing: {held}")
 
 
 def wait_until_taken_over(url: str, held: dict[str, int]) -> None:
