@@ -29,22 +29,39 @@ def parse_result(stdout: str) -> Result:
 
 def combine(parts: Sequence[Result]) -> Result:
     """Several processes of one run: all their sagas over the wall time from the first
-    start to the last end; the largest peak RSS."""
+    start to the last end; their CPU seconds summed (so CPU per saga is all the CPU over
+    all the sagas); the largest peak RSS. Other fields are the first process's; every
+    process's own result is kept under "parts"."""
     if not parts:
         raise ValueError("no results to combine")
-    sagas = sum(float(str(p["sagas"])) for p in parts)
+
+    def total(key: str) -> float:
+        return sum(float(str(p[key])) for p in parts)
+
+    sagas = total("sagas")
     start = min(float(str(p["start"])) for p in parts)
     end = max(float(str(p["end"])) for p in parts)
     seconds = max(end - start, 1e-9)
     rss = max(float(str(p["peak_rss_mib"])) for p in parts)
-    return {
+    both: Result = {
         **parts[0],
         "sagas": sagas,
+        "start": start,
+        "end": end,
         "seconds": seconds,
         "rate": sagas / seconds,
         "peak_rss_mib": rss,
         "processes": len(parts),
+        "parts": list(parts),
     }
+    if all("worker_cpu_s" in p and "server_cpu_s" in p for p in parts):
+        worker, server = total("worker_cpu_s"), total("server_cpu_s")
+        both["worker_cpu_s"] = worker
+        both["server_cpu_s"] = server
+        both["cpu_ms_per_saga"] = 1000 * (worker + server) / max(sagas, 1)
+    if all("server_peak_rss_mib" in p for p in parts):
+        both["server_peak_rss_mib"] = max(float(str(p["server_peak_rss_mib"])) for p in parts)
+    return both
 
 
 def median(values: Iterable[float]) -> float:

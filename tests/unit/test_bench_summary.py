@@ -51,6 +51,36 @@ def test_combine_spans_first_start_to_last_end() -> None:
     assert both["processes"] == 2
 
 
+def test_combine_sums_cpu_over_all_sagas() -> None:
+    parts = [
+        {
+            "sagas": 100,
+            "start": 10.0,
+            "end": 12.0,
+            "peak_rss_mib": 40.0,
+            "worker_cpu_s": 1.0,
+            "server_cpu_s": 0.0,
+            "cpu_ms_per_saga": 10.0,
+        },
+        {
+            "sagas": 300,
+            "start": 10.2,
+            "end": 13.0,
+            "peak_rss_mib": 45.0,
+            "worker_cpu_s": 5.0,
+            "server_cpu_s": 1.0,
+            "cpu_ms_per_saga": 20.0,
+        },
+    ]
+    both = summary.combine(parts)
+    assert both["worker_cpu_s"] == pytest.approx(6.0)
+    assert both["server_cpu_s"] == pytest.approx(1.0)
+    assert both["cpu_ms_per_saga"] == pytest.approx(17.5)  # 7 s of CPU over 400 sagas
+    assert (both["start"], both["end"]) == (10.0, 13.0)
+    assert both["rate"] == pytest.approx(400 / 3.0)
+    assert both["parts"] == parts
+
+
 def test_median_and_span() -> None:
     assert summary.median([3.0, 1.0, 2.0]) == 2.0
     assert summary.median([1.0, 2.0, 3.0, 4.0]) == 2.5
