@@ -21,6 +21,10 @@ from pivotal.examples.commerce import CommerceApp, CommerceServices, Faults, cre
 from pivotal.store import Store
 from pivotal.store.postgres import PostgresStore
 
+# `pivotal worker` runs one process in the tests (its default is one per core), in this
+# process and in those it starts; a test of --processes N says so
+os.environ["PIVOTAL_WORKER_PROCESSES"] = "1"
+
 PlanBuilder = Callable[..., Plan]
 SMALL_ORDER = "4490"  # an open order of 120.00 in the test app
 Checker = Callable[[str], Awaitable[SagaState]]

@@ -87,6 +87,11 @@ def commands() -> Iterator[tuple[tuple[str, ...], Any]]:
     yield from walk(get_command(pivotal_cli), ())
 
 
+# `pivotal worker` runs one process here (its default is one per core): a test of
+# --processes N says so
+ONE_WORKER_PROCESS = {"PIVOTAL_WORKER_PROCESSES": "1"}
+
+
 class InProcess:
     """The same command line run in this process (much faster than a new process):
     ``run(*args)`` against ``tmp/ledger.db`` with the bundled example chosen on purpose,
@@ -98,6 +103,7 @@ class InProcess:
         self.url = f"sqlite:///{self.ledger}"
         self.runner = CliRunner()
         self.env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("PIVOTAL_")}
+        self.env |= ONE_WORKER_PROCESS
 
     def raw(self, *args: str, input: bytes | str | None = None) -> Result:
         return self.runner.invoke(pivotal_cli, list(args), input=input, env=self.env)

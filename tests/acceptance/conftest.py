@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cli_harness import PIVOTAL, InProcess, make_ledger
+from cli_harness import ONE_WORKER_PROCESS, PIVOTAL, InProcess, make_ledger
 
 from pivotal import SagaState, replay
 from pivotal.store import open_store
@@ -33,6 +33,7 @@ class Cli:
         # the app's folder first; then whatever PYTHONPATH the tests run with (a source tree)
         path = os.pathsep.join(p for p in (str(tmp), os.environ.get("PYTHONPATH")) if p)
         self.env |= {"COLUMNS": "250", "PYTHONPATH": path, "NO_COLOR": "1"}
+        self.env |= ONE_WORKER_PROCESS
         self.procs: list[subprocess.Popen[str]] = []
 
     def prefix(self, app: str | None) -> list[str]:

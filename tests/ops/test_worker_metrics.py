@@ -33,6 +33,10 @@ PLAN = {
     "rationale": "customer checkout",
 }
 
+# `pivotal worker` runs one process here (its default is one per core): a test of
+# --processes N says so
+ONE_WORKER_PROCESS = {"PIVOTAL_WORKER_PROCESSES": "1"}
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -66,7 +70,7 @@ def scrape(url: str, token: str) -> dict[tuple[str, frozenset[tuple[str, str]]],
 @pytest.fixture
 def env() -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PIVOTAL_")}
-    return clean | {"COLUMNS": "250", "NO_COLOR": "1"}
+    return clean | {"COLUMNS": "250", "NO_COLOR": "1"} | ONE_WORKER_PROCESS
 
 
 @pytest.fixture

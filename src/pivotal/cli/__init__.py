@@ -27,6 +27,10 @@ module                  commands
 ``_shared``             consoles, settings, sessions, errors, shared options (private)
 ``_progress``           what a running worker says (private)
 ``_stopping``           what a worker does at Ctrl-C: wait, then abandon (private)
+``_processes``          ``worker --processes N``: N worker processes, started and stopped
+                        by one (private)
+``_children``           commands run as child processes that stop when their parent dies
+                        (private)
 ======================  ==============================================================
 """
 

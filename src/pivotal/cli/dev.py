@@ -7,14 +7,10 @@ children run in sessions of their own: Ctrl-C reaches this process, which stops 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import importlib.util
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -24,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from pivotal import worker_wait
+from pivotal.cli._children import pivotal_child
 from pivotal.cli._shared import Create, JsonFlag, Settings, brief, check_ledger, settings_of
 from pivotal.errors import AppLoadError, InvalidInput, PivotalError
 from pivotal.ports import bind
@@ -32,15 +29,7 @@ from pivotal.store import migrate_ledger, open_store, sqlite_path
 Say = Callable[..., None]  # say(event, message, **fields)
 DEV_DB = "sqlite:///.pivotal-dev/pivotal.db"
 EXAMPLE_MODULE = "pivotal.examples.commerce"
-# a child runs the `pivotal` console script's code; like it, it does not import from the
-# working folder unless PYTHONPATH says so. First it arranges to stop when `dev` dies.
-CHILD = (
-    "import sys; sys.path.pop(0); sys.argv[0] = 'pivotal'; "
-    "from pivotal.cli.dev import follow_parent; follow_parent(); "
-    "from pivotal.cli import main; main()"
-)
-PARENT = "PIVOTAL_DEV_PARENT"  # the pid of the `dev` a child belongs to
-_PR_SET_PDEATHSIG = 1
+FRESH_CODE = {"PYTHONDONTWRITEBYTECODE": "1"}  # an edit is read anew, whatever its mtime
 POLL = 0.3  # seconds between looks at the app's files
 GRACE = 15.0  # seconds a child has to stop before it is told again, then killed
 READY = 30.0  # seconds a new server has to answer /healthz
@@ -132,7 +121,7 @@ def dev(
         if left:
             say("dev_tokens_revoked", f"revoked {left} token(s) an earlier pivotal dev printed")
         tokens = {role: _token(base, role) for role in ROLES}
-        children = _start(serve, [*base, "worker", *relay], url)
+        children = _start(serve, [*base, "worker", "--processes", "1", *relay], url)
         for role, token in tokens.items():
             say("dev_token", f"{role} token (dev-{role}): {token}", role=role, token=token)
         say("dev_ready", f"Open {url}/ui/login and paste the approver token.", url=url)
@@ -144,7 +133,7 @@ def dev(
                 say("dev_kept", f"the app does not load: {problem}; dev keeps the last good app")
                 continue
             _stop(children)
-            children = _start(serve, [*base, "worker", *relay], url)
+            children = _start(serve, [*base, "worker", "--processes", "1", *relay], url)
             say("dev_reloaded", "app changed: reloaded (server and worker restarted)")
     except KeyboardInterrupt:
         say("dev_stopping", "stopping the server and the worker")
@@ -292,32 +281,9 @@ def _alive(db: str) -> list[str]:
     return asyncio.run(read())
 
 
-def _pivotal(args: list[str], **options: Any) -> subprocess.Popen[bytes]:
-    env = os.environ | {
-        "PYTHONDONTWRITEBYTECODE": "1",  # an edit is read anew, whatever its mtime
-        PARENT: str(os.getpid()),
-    }
-    return subprocess.Popen([sys.executable, "-c", CHILD, *args], env=env, **options)
-
-
-def follow_parent() -> None:
-    """In a child of ``pivotal dev``: be asked to stop (SIGTERM, as ``dev``'s own stop asks)
-    when ``dev`` dies, however it dies (a ``kill -9`` included), so that no server or worker
-    outlives it. Linux's parent-death signal does it; a child whose ``dev`` died before the
-    signal was set exits at once. Elsewhere the children stop only when ``dev`` stops them."""
-    parent = os.environ.pop(PARENT, None)
-    if parent is None or not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != int(parent):  # dev is gone already: the signal will never come
-        raise SystemExit(f"pivotal dev (pid {parent}) is gone")
-
-
 def _ran(args: list[str], **options: Any) -> tuple[int, bytes, bytes]:
     """A short command's status, stdout and stderr; killed if Ctrl-C comes meanwhile."""
-    child = _pivotal(args, start_new_session=True, **options)
+    child = pivotal_child(args, env=FRESH_CODE, start_new_session=True, **options)
     try:
         out, err = child.communicate()
     except BaseException:
@@ -375,8 +341,8 @@ def _token(base: list[str], role: str) -> str:
 def _start(serve: list[str], work: list[str], url: str) -> list[subprocess.Popen[bytes]]:
     """The server and the worker, once the server answers (each in its own session, so
     Ctrl-C reaches only this process)."""
-    server = _pivotal(serve, start_new_session=True)
-    worker = _pivotal(work, start_new_session=True)
+    server = pivotal_child(serve, env=FRESH_CODE, start_new_session=True)
+    worker = pivotal_child(work, env=FRESH_CODE, start_new_session=True)
     deadline = time.monotonic() + READY
     while time.monotonic() < deadline and server.poll() is None:
         try:

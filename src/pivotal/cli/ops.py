@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -11,7 +12,7 @@ import typer
 from rich.text import Text
 
 from pivotal import saga_actions, saga_ids
-from pivotal.cli import _progress, _stopping
+from pivotal.cli import _processes, _progress, _stopping
 from pivotal.cli._shared import (
     EXAMPLE,
     MAX_NAME,
@@ -39,12 +40,12 @@ from pivotal.cli._shared import (
 )
 from pivotal.cli.outbox import RelayOptions, relay_beside, webhook_secret
 from pivotal.cli.sagas import print_saga
-from pivotal.errors import PlanRejected
+from pivotal.errors import InvalidInput, PlanRejected
 from pivotal.observability.metrics import PivotalMetrics
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import parse_plan
 from pivotal.state import Event, SagaState, SagaStatus, StepStatus
-from pivotal.store import StoredSaga, migrate_ledger
+from pivotal.store import StoredSaga, migrate_ledger, sqlite_path
 from pivotal.validation import validate_bounded
 from pivotal.worker import Sweeper, SweepReport, Worker, WorkerConfig, default_name
 
@@ -251,6 +252,20 @@ def worker(
         list[str] | None,
         typer.Option(help="Also relay the outbox to module:attribute (a sink or a function)."),
     ] = None,
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=256,
+            envvar="PIVOTAL_WORKER_PROCESSES",
+            help="Worker processes over this ledger, each running --concurrency sagas "
+            "(default: this machine's cores). With more than one, this process starts, "
+            "watches and stops them and starts again one that dies; --name NAME names them "
+            "NAME-1 to NAME-N, --metrics-port P serves process k's metrics on P+k-1, and "
+            "the first alone relays the outbox.",
+        ),
+    ] = None,
+    supervised: Annotated[bool, typer.Option(_processes.SUPERVISED, hidden=True)] = False,
     create: Create = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -270,6 +285,10 @@ def worker(
     """
     settings = settings_of(ctx)
     metrics_hosts = _metrics_hosts(metrics_host, metrics_allowed_host)
+    count = processes or _processes.cores()
+    if count > 1 and not supervised:
+        _worker_processes(ctx, count, until_idle=until_idle, log_format=log_format, json=as_json)
+        return
     relaying = RelayOptions(
         webhook=relay_webhook,
         secret=webhook_secret(None, relay_secret_env) if relay_webhook is not None else None,
@@ -298,6 +317,8 @@ def worker(
             with _stopping.handled(runner) as stopping:
                 await runner.take_name()  # waits, saying so, while a live worker has it
                 _progress.started(runner, settings.ledger, settings.describe_app())
+                if supervised:
+                    _processes.say_started(runner.owner)
                 done = asyncio.Event()
                 progress = asyncio.create_task(
                     _progress.report_progress(runner, progress_every, done)
@@ -318,7 +339,9 @@ def worker(
         result = run(work())
     text = result.pop("text")
     abandoned = result.pop("abandoned_text", None)
-    if as_json:
+    if supervised:
+        _processes.say_result({**result, "text": text, "abandoned_text": abandoned})
+    elif as_json:
         dump(result)
     else:
         out.print(Text(text))
@@ -326,6 +349,49 @@ def worker(
             out.print(Text(abandoned))
     if abandoned is not None:
         raise typer.Exit(_stopping.EXIT_ABANDONED)
+
+
+def _worker_processes(
+    ctx: typer.Context, count: int, *, until_idle: bool, log_format: _progress.LogFormat, json: bool
+) -> None:
+    """``worker --processes N``: N worker processes of this command line, and what they did."""
+    settings = settings_of(ctx)
+    if sqlite_path(settings.db) == ":memory:":
+        raise InvalidInput(
+            f"--processes {count} runs a worker in each of {count} processes, and they cannot "
+            "share a ledger in memory: give a ledger file or PostgreSQL, or --processes 1"
+        )
+    check_ledger(settings, create=bool(ctx.params.get("create")), offers="--create")
+    supervisor = _processes.Supervisor(
+        lambda number: _processes.process_args(ctx, number), count, until_idle=until_idle
+    )
+    with _progress.worker_logging(log_format), supervisor.handling():
+        _processes.log.info(
+            "worker processes: %d over ledger %s (this process, %d, starts and stops them)",
+            count,
+            settings.ledger,
+            os.getpid(),
+            extra={
+                "fields": {
+                    "event": "worker_processes_started",
+                    "processes": count,
+                    "ledger": settings.ledger,
+                }
+            },
+        )
+        status = supervisor.run()
+    results = supervisor.results()
+    if json:
+        shown = [{k: v for k, v in r.items() if not k.endswith("text")} for r in results]
+        dump({"processes": count, "restarts": supervisor.restarts, "workers": shown})
+    else:
+        for r in results:
+            said = r.get("text") or f"worker {r['worker']} exited with status {r['exit']}"
+            out.print(Text(said))
+            if r.get("abandoned_text"):
+                out.print(Text(r["abandoned_text"]))
+    if status:
+        raise typer.Exit(status)
 
 
 def _metrics_hosts(host: str, allowed: list[str] | None) -> tuple[str, ...]:

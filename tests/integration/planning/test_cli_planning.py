@@ -14,6 +14,10 @@ from chat_server import recorded
 PIVOTAL = str(Path(sys.executable).parent / "pivotal")
 TEXT = "ship from the closer warehouse, I expect something for the delay"
 
+# `pivotal worker` runs one process here (its default is one per core): a test of
+# --processes N says so
+ONE_WORKER_PROCESS = {"PIVOTAL_WORKER_PROCESSES": "1"}
+
 
 def pivotal(
     tmp: Path, *args: str, env: dict[str, str] | None = None, example: bool = True
@@ -21,7 +25,7 @@ def pivotal(
     """The CLI on ``tmp/ledger.db`` (made first, as `pivotal migrate` makes it); the bundled
     example is chosen on purpose unless ``example`` is false."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("PIVOTAL_", "OPENAI_"))}
-    environ |= {"COLUMNS": "200", **(env or {})}
+    environ |= {"COLUMNS": "200", **ONE_WORKER_PROCESS, **(env or {})}
     chosen = ["--example-app"] if example else []
     ledger = ["--db", f"sqlite:///{tmp / 'ledger.db'}"]
     if not (tmp / "ledger.db").exists():
