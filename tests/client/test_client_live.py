@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -31,6 +35,7 @@ from pivotal.server import views
 from pivotal.server.errors import Forbidden, Unauthorized
 from pivotal.validation import ErrorCode
 
+ROOT = Path(__file__).parents[2]
 T = TypeVar("T")
 AnyClient = Client | AsyncClient
 Connect = Callable[..., AnyClient]
@@ -336,3 +341,19 @@ async def test_an_async_submission_and_an_abort_outlive_a_restart_of_the_server(
         finally:
             await asyncio.to_thread(served.start)
         assert (await aborting).status is SagaStatus.COMPENSATING
+
+
+def test_the_readme_s_client_example_runs_against_the_server(served: Served) -> None:
+    example = ROOT / "examples" / "client" / "submit_order.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIVOTAL_")}
+    env |= {"PIVOTAL_URL": served.url, "PIVOTAL_TOKEN": served.tokens["bot"]}
+    said = []
+    for _ in range(2):  # sent twice, it is the same saga
+        ran = subprocess.run(
+            [sys.executable, str(example)], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert ran.returncode == 0, ran.stderr
+        said.append(ran.stdout)
+    assert said[0].splitlines()[0].endswith(" submitted recorded"), said[0]
+    assert said[1].splitlines()[0].endswith(" submitted already recorded"), said[1]
+    assert served.count(served.stored_id("checkout-order-5")) == 1
