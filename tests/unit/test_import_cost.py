@@ -1,6 +1,6 @@
 """``import pivotal`` loads no HTTP client, no web framework and no database driver: the
-model planner and ``PostgresStore`` are imported when first used.
-Each check runs in a fresh interpreter."""
+model planner and ``PostgresStore`` are imported when first used; ``pivotal.client`` loads
+httpx and no web framework. Each check runs in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -48,3 +48,14 @@ def test_the_postgres_store_brings_its_driver_when_asked_for(code: str) -> None:
     loaded = loaded_after(code)
     assert {"psycopg", "psycopg_pool"} <= loaded
     assert "httpx" not in loaded
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "from pivotal.client import Client, AsyncClient",
+        "from pivotal.server import views, api_errors",
+    ],
+)
+def test_the_http_client_and_the_answers_shapes_load_no_web_framework(code: str) -> None:
+    assert loaded_after(code) <= {"httpx", "httpcore"}

@@ -28,39 +28,15 @@ from pivotal.errors import (
     StoreError,
     VersionConflict,
 )
+
+# the API's own errors live in ``api_errors`` (no FastAPI there); importable here as ever
+from pivotal.server.api_errors import BodyTooLarge as BodyTooLarge
+from pivotal.server.api_errors import DeadLetterNotFound as DeadLetterNotFound
+from pivotal.server.api_errors import Forbidden as Forbidden
+from pivotal.server.api_errors import NotFound as NotFound
+from pivotal.server.api_errors import Unauthorized as Unauthorized
 from pivotal.store.planning_records import EscalationClosed, EscalationNotFound
 from pivotal.store.saved import SavedSearchNotFound
-
-
-class Unauthorized(PivotalError):
-    """A bearer token is required; this one is missing, unknown or revoked."""
-
-    code = "unauthorized"
-
-
-class Forbidden(PivotalError):
-    """This principal's role may not do this."""
-
-    code = "forbidden"
-
-
-class NotFound(PivotalError):
-    """Nothing here."""
-
-    code = "not_found"
-
-
-class BodyTooLarge(PivotalError):
-    """The request body is larger than the server reads."""
-
-    code = "body_too_large"
-
-
-class DeadLetterNotFound(NotFound):
-    """No open dead letter with this id."""
-
-    code = "dead_letter_not_found"
-
 
 # The first class in this list that an error is an instance of gives its status.
 STATUS: tuple[tuple[type[PivotalError], int], ...] = (

@@ -187,3 +187,19 @@ class Page(BaseModel, Generic[T]):
     limit: int
     offset: int
     next_offset: int | None = Field(description="The offset of the next page; null: none.")
+
+
+class SagaPage(Page[SagaRow]):
+    """One page of sagas; ``next_cursor`` starts the next (null: this is the last)."""
+
+    next_cursor: str | None = Field(description="Pass as cursor for the next page.")
+
+
+class EventLog(BaseModel):
+    """A saga's event log, each event as ``sagas show`` has it, its texts redacted."""
+
+    saga_id: str
+    events: list[dict[str, Any]]
+    provenance: dict[str, dict[str, Any]] = Field(
+        description="By reference, the provenance record each event's provenance_ref names."
+    )

@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import Field
 
 from pivotal import progress as live_progress
 from pivotal import saga_actions, saga_scope, worker_wait
@@ -164,16 +163,10 @@ async def submit(
     return views.outcome(state) | {"created": created}
 
 
-class SagaPage(views.Page[views.SagaRow]):
-    """One page of sagas; ``next_cursor`` starts the next (null: this is the last)."""
-
-    next_cursor: str | None = Field(description="Pass as cursor for the next page.")
-
-
 Text = Annotated[str | None, Query()]
 
 
-@router.get("/sagas", response_model=SagaPage, responses=responses(404))
+@router.get("/sagas", response_model=views.SagaPage, responses=responses(404))
 async def list_sagas(
     request: Request,
     ctx: Ctx,

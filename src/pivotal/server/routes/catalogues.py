@@ -19,20 +19,15 @@ from pivotal.catalogue import Catalogue
 from pivotal.catalogue_view import CatalogueDescription, describe_catalogue
 from pivotal.planning.render import render_catalogue
 from pivotal.principals import Role
+from pivotal.server.api_errors import CatalogueNotFound
 from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
-from pivotal.server.errors import AUTHED, NotFound, responses
+from pivotal.server.errors import AUTHED, responses
 
 router = APIRouter(prefix="/v1/catalogues", tags=["catalogues"], responses=responses(*AUTHED))
 
 Ctx = Annotated[Context, Depends(context)]
 Anyone = Annotated[Principal, Depends(allow(Role.AGENT, *READERS))]
-
-
-class CatalogueNotFound(NotFound):
-    """This server serves no catalogue of that name."""
-
-    code = "catalogue_not_found"
 
 
 class StepEntry(BaseModel):

@@ -55,16 +55,6 @@ class Settled(Why):
     )
 
 
-class EventLog(BaseModel):
-    """A saga's event log, each event as ``sagas show`` has it, its texts redacted."""
-
-    saga_id: str
-    events: list[dict[str, Any]]
-    provenance: dict[str, dict[str, Any]] = Field(
-        description="By reference, the provenance record each event's provenance_ref names."
-    )
-
-
 # -- dead letters ------------------------------------------------------------------------
 
 
@@ -325,7 +315,7 @@ def _target(key: str) -> tuple[str, str]:
     return edit.step, edit.argument
 
 
-@router.get("/sagas/{saga_id}/events", response_model=EventLog, responses=responses(404))
+@router.get("/sagas/{saga_id}/events", response_model=views.EventLog, responses=responses(404))
 async def events(ctx: Ctx, who: Reader, saga_id: str) -> dict[str, Any]:
     """The saga's event log, oldest first, every text redacted (``redaction.redact``)."""
     return await saga_actions.events_of(ctx.store, saga_id)
