@@ -4,9 +4,10 @@ receiver's check.
 Each request carries ``webhook-id`` (the message id: stable across retries, the key to
 dedupe on), ``webhook-timestamp`` (unix seconds) and ``webhook-signature``: ``v1,`` and the
 base64 HMAC-SHA256 of ``"{id}.{timestamp}.{body}"`` under the endpoint's secret (``whsec_``
-and base64 key bytes). A 2xx answer is a delivery; 410 Gone rejects the message for good
-(dead at once); anything else (429, 5xx, other 4xx, a redirect, a transport error) is
-retried by the relay, after ``Retry-After`` when the receiver sent one.
+and base64 key bytes), computed by the specification's own ``standardwebhooks`` package.
+A 2xx answer is a delivery; 410 Gone rejects the message for good (dead at once); anything
+else (429, 5xx, other 4xx, a redirect, a transport error) is retried by the relay, after
+``Retry-After`` when the receiver sent one.
 
 **SSRF guard.** Only ``https://`` URLs whose host resolves to public addresses are
 accepted, unless ``allow_insecure=True`` (tests, a receiver on this machine). The host is
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import hmac
 import ipaddress
 import json
@@ -34,12 +34,14 @@ import secrets
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 import anyio
 import anyio.to_thread
 import httpcore
 import httpx
+import standardwebhooks
 
 from pivotal.clock import Clock, SystemClock
 from pivotal.errors import InvalidInput, PivotalError
@@ -109,7 +111,12 @@ def new_secret() -> str:
 
 
 def _key(secret: str) -> bytes:
-    """The key bytes of a ``whsec_`` secret."""
+    """The key bytes of a ``whsec_`` secret.
+
+    Checked here rather than left to ``standardwebhooks.Webhook``, which takes the prefix as
+    optional, skips characters that are not base64 and takes a key of any length: a secret
+    mistyped or cut short in a deployment is refused when the sink is made, instead of
+    signing every delivery with a key the receiver does not have."""
     if not isinstance(secret, str) or not secret.startswith(PREFIX):
         raise WebhookConfigError(f"a webhook secret starts with {PREFIX!r} (see new_secret())")
     try:
@@ -123,14 +130,20 @@ def _key(secret: str) -> bytes:
     return key
 
 
-def _signature(key: bytes, message_id: str, timestamp: int, body: bytes) -> str:
-    signed = f"{message_id}.{timestamp}.".encode() + body
-    return base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+def _signer(secret: str) -> standardwebhooks.Webhook:
+    """The Standard Webhooks signer for a checked ``whsec_`` secret."""
+    return standardwebhooks.Webhook(_key(secret))
+
+
+def _sign(signer: standardwebhooks.Webhook, message_id: str, timestamp: int, body: bytes) -> str:
+    """``v1,`` and the signature of ``body``, by the Standard Webhooks library."""
+    when = datetime.fromtimestamp(timestamp, tz=UTC)
+    return signer.sign(message_id, when, body)
 
 
 def sign(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
     """The ``webhook-signature`` entry for a body: ``v1,<base64 HMAC-SHA256>``."""
-    return "v1," + _signature(_key(secret), message_id, timestamp, body)
+    return _sign(_signer(secret), message_id, timestamp, body)
 
 
 def verify(
@@ -144,7 +157,12 @@ def verify(
     """Check a received webhook: one of the ``v1`` signatures (space-separated, for secret
     rotation) matches the raw ``body`` (compared in constant time), and the timestamp is
     within ``tolerance`` seconds of ``now``. Raise ``WebhookVerificationError`` if not.
-    Verify the raw bytes before parsing them."""
+    Verify the raw bytes before parsing them.
+
+    The signature is the library's (``Webhook.sign``); the headers and the time are checked
+    here. ``Webhook.verify`` reads the wall clock itself, with a fixed five-minute window,
+    and refuses on it before looking at the signature, so it can honour neither ``now`` (a
+    test's clock, a replay of stored requests) nor ``tolerance``."""
     lowered = {k.lower(): v for k, v in headers.items()}
     message_id = lowered.get("webhook-id")
     stamp = lowered.get("webhook-timestamp")
@@ -164,16 +182,11 @@ def verify(
             f"{tolerance:g} s): too old, or a clock is wrong"
         )
     try:
-        key = _key(secret)
+        signer = _signer(secret)
     except WebhookConfigError as exc:
         raise WebhookVerificationError(exc.message) from None
-    expected = _signature(key, message_id, timestamp, body).encode()
-    matched = False
-    for entry in signatures.split():
-        version, _, value = entry.partition(",")
-        if version == "v1" and hmac.compare_digest(value.encode(), expected):
-            matched = True
-    if not matched:
+    expected = _sign(signer, message_id, timestamp, body).encode()
+    if not any(hmac.compare_digest(entry.encode(), expected) for entry in signatures.split()):
         raise WebhookVerificationError("no webhook-signature matches the body and secret")
 
 
@@ -433,7 +446,7 @@ class WebhookSink:
     ) -> None:
         self._url = _parse(url, allow_insecure)
         self.url = url
-        self._key = _key(secret)
+        self._signer = _signer(secret)
         self.secret = secret
         self.allow_insecure = allow_insecure
         self.timeout = timeout
@@ -501,7 +514,7 @@ class WebhookSink:
             "user-agent": "pivotal-webhooks",
             "webhook-id": message.id,
             "webhook-timestamp": str(timestamp),
-            "webhook-signature": "v1," + _signature(self._key, message.id, timestamp, body),
+            "webhook-signature": _sign(self._signer, message.id, timestamp, body),
         }
         if message.traceparent:
             headers["traceparent"] = message.traceparent
