@@ -7,11 +7,13 @@ import base64
 import json
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 import pytest
+import standardwebhooks
 
 from pivotal import FakeClock
 from pivotal.outbox import Message
@@ -58,15 +60,15 @@ def test_a_new_secret_is_whsec_and_32_random_bytes() -> None:
     assert len(base64.b64decode(one.removeprefix("whsec_"))) == 32
 
 
-def test_sign_matches_the_standard_webhooks_construction() -> None:
+@pytest.mark.parametrize("body", [b"{}", '{"é":1}'.encode(), b"\xff\x00{"])
+def test_sign_matches_the_standard_webhooks_construction(body: bytes) -> None:
     import hashlib
     import hmac
 
+    # the body's bytes as they are, UTF-8 or not
     key = base64.b64decode(SECRET.removeprefix("whsec_"))
-    expected = hmac.new(key, b"msg_1.1700000000.{}", hashlib.sha256).digest()
-    assert (
-        sign(SECRET, "msg_1", 1_700_000_000, b"{}") == "v1," + base64.b64encode(expected).decode()
-    )
+    expected = hmac.new(key, b"msg_1.1700000000." + body, hashlib.sha256).digest()
+    assert sign(SECRET, "msg_1", 1_700_000_000, body) == "v1," + base64.b64encode(expected).decode()
 
 
 def headers_for(body: bytes, at: int = 1_800_000_000, secret: str = SECRET) -> dict[str, str]:
@@ -105,6 +107,67 @@ def test_verify_refuses_what_was_not_signed_now_by_this_secret(change: str) -> N
         headers["Webhook-Signature"] = headers["Webhook-Signature"].replace("v1,", "v2,")
     with pytest.raises(WebhookVerificationError):
         verify(SECRET, headers, body, now=now)
+
+
+# -- against the standardwebhooks package's own signer and verifier --------------------------
+
+
+def package_signed(
+    body: bytes, at: int = 1_800_000_000, secrets: tuple[str, ...] = (SECRET,)
+) -> dict[str, str]:
+    """Headers for ``body`` signed by the package, one signature per secret."""
+    when = datetime.fromtimestamp(at, tz=UTC)
+    signatures = [standardwebhooks.Webhook(s).sign("m-1", when, body) for s in secrets]
+    return {
+        "webhook-id": "m-1",
+        "webhook-timestamp": str(at),
+        "webhook-signature": " ".join(signatures),
+    }
+
+
+async def test_what_the_relay_signs_passes_the_package_verifier(
+    store: Store, clock: FakeClock, sagas: RunSagas
+) -> None:
+    got: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        got.append(request)
+        return httpx.Response(204)
+
+    await sagas(1, count=1)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        # the sink signs with the real time: the package's verifier reads the wall clock
+        # (five minutes either way), with no clock of its own to give it
+        sink = WebhookSink(URL, SECRET, client=client, resolver=public)
+        report = await Relay(store, [sink], clock=clock, timeout=10).run(until_idle=True)
+    assert report.delivered == len(got) == 2
+    for request in got:
+        envelope = standardwebhooks.Webhook(SECRET).verify(request.content, dict(request.headers))
+        assert envelope["id"] == request.headers["webhook-id"]
+        with pytest.raises(standardwebhooks.WebhookVerificationError):
+            standardwebhooks.Webhook(new_secret()).verify(request.content, dict(request.headers))
+
+
+def test_what_the_package_signs_passes_ours() -> None:
+    body = b'{"a":1}'
+    verify(SECRET, package_signed(body), body, now=1_800_000_299)
+    # during a rotation the sender signs with the old secret and the new one
+    rotated = package_signed(body, secrets=(new_secret(), SECRET))
+    verify(SECRET, rotated, body, now=1_800_000_000)
+    assert package_signed(body)["webhook-signature"] == sign(SECRET, "m-1", 1_800_000_000, body)
+
+
+@pytest.mark.parametrize("change", ["body", "secret", "stale", "ahead"])
+def test_ours_refuses_what_the_package_signed_then_changed(change: str) -> None:
+    body = b'{"a":1}'
+    headers = package_signed(body, secrets=(new_secret() if change == "secret" else SECRET,))
+    now = {"stale": 1_800_000_301, "ahead": 1_799_999_699}.get(change, 1_800_000_000)
+    if change == "body":
+        body = b'{"a":2}'
+    with pytest.raises(WebhookVerificationError) as refused:
+        verify(SECRET, headers, body, now=now)
+    assert type(refused.value) is WebhookVerificationError  # ours, not the package's
+    assert refused.value.code == "webhook_unverified"
 
 
 @pytest.mark.parametrize("secret", ["plain", "whsec_!!!", "whsec_" + "QUJD", "whsec_"])
