@@ -214,6 +214,20 @@ def test_json_lines_keep_their_fields_and_add_the_saga_fields() -> None:
     assert named["saga_id"] == "s-7"  # a field given with extra is not overwritten
 
 
+def test_json_lines_write_only_their_keys_in_order_and_redact_the_message() -> None:
+    """Any other attribute a caller puts on a record stays out: nothing redacted it."""
+    log = logging.getLogger("tests.ops_traces.json_only")
+    with capture(log, JsonLines()) as buffer, saga_fields("s-3"):
+        log.info(
+            "connecting with password=hunter2",
+            extra={"fields": {"event": "e", "n": 1}, "api_key": "hunter3"},
+        )
+    [line] = parsed(buffer)
+    assert list(line) == ["ts", "level", "logger", "message", "saga_id", "event", "n"]
+    assert "hunter2" not in buffer.getvalue()
+    assert "hunter3" not in buffer.getvalue()
+
+
 def test_text_lines_append_the_saga_fields_when_set() -> None:
     log = logging.getLogger("tests.ops_traces.text")
     with capture(log, TextLines()) as buffer:

@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import IO, Any
 
+from pythonjsonlogger.json import JsonFormatter
+
 from pivotal import saga_ids
 from pivotal.moments import age
 from pivotal.redaction import redact
@@ -158,22 +160,23 @@ def _record_fields(record: logging.LogRecord) -> Iterator[tuple[str, Any]]:
             yield name, value
 
 
-class JsonLines(logging.Formatter):
-    """One JSON object per record: time, level, logger, message, the saga fields when set,
-    and the record's ``fields`` (``extra={"fields": {...}}``)."""
+class JsonLines(JsonFormatter):
+    """One JSON object per record, written by python-json-logger: time, level, logger,
+    message, the saga fields when set, the record's ``fields`` (``extra={"fields": {...}}``)
+    and the exception. Only these: any other attribute a caller sets on a record (``extra=``)
+    stays out, since nothing redacted it."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "ts": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": redact(record.getMessage()),
-        }
-        line |= dict(_record_fields(record))
-        line |= getattr(record, "fields", {})
-        if record.exc_info:
-            line["exception"] = redact(self.formatException(record.exc_info))
-        return json.dumps(line, default=str)
+    def add_fields(
+        self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]
+    ) -> None:
+        log_data["ts"] = dt.datetime.fromtimestamp(record.created, dt.UTC)
+        log_data["level"] = record.levelname.lower()
+        log_data["logger"] = record.name
+        log_data["message"] = redact(record.getMessage())
+        log_data |= dict(_record_fields(record))
+        log_data |= getattr(record, "fields", {})
+        if message_dict.get("exc_info"):
+            log_data["exception"] = redact(str(message_dict["exc_info"]))
 
 
 class TextLines(logging.Formatter):
