@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo serve test check chaos-soak chaos-sigstop explore lint bench bench-peers clean
+.PHONY: demo serve test check docs chaos-soak chaos-sigstop explore lint bench bench-peers clean
 
 # The native SQLite writer (native/: C over SQLite's API, built with the machine's compiler
 # and SQLite's headers); where it cannot be built, Pivotal writes through its pure-Python
@@ -31,14 +31,20 @@ serve: $(VENV)/.installed
 		$(BIN)/pivotal dev --db $(DEMO_DB) --example-app --port $(PORT)
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check src tests bench examples docs
+	$(BIN)/ruff format --check src tests bench examples docs
 	$(BIN)/mypy src/pivotal
 
 # Lint, types, and the unit and table tests (the saga machine's table and explorations
 # included): the quick check before a commit.
 check: lint
 	$(BIN)/pytest tests/unit
+
+# The documentation site (mkdocs.yml) into site/: its reference pages are generated from the
+# code at every build (docs/gen_reference.py), nothing is fetched from the network, and a
+# broken link, anchor or API reference fails the build (--strict).
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # Tests run side by side, two workers a core (pytest-xdist: many tests wait on a process or
 # a ledger, not the CPU; each worker has its own temporary folders, PostgreSQL databases and
@@ -123,4 +129,4 @@ bench-peers: $(VENV)/.installed $(BENCH_PEER_ENVS:%=$(BENCH_ENVS)/%/.installed)
 	$(BIN)/python bench/peers/run.py $(if $(QUICK),--quick) $(if $(POSTGRES),--postgres $(PG_URL))
 
 clean:
-	rm -rf $(VENV) pivotal-demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) pivotal-demo site .pytest_cache .mypy_cache .ruff_cache
