@@ -1,0 +1,196 @@
+"""The documentation site (``mkdocs.yml``, ``docs/site/``, ``docs/gen_reference.py``).
+
+Its generated reference pages hold every error code, metric, event type, command and HTTP
+operation, each set computed here another way than the generator does; its written pages
+only include the README's sections (so every code block and command it shows is one the
+README's tests run), and together they include all of them; and the built site refers to
+no host on the network.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from prometheus_client import generate_latest
+from typer.testing import CliRunner
+
+from pivotal.cli import cli
+from pivotal.observability.metrics import PivotalMetrics
+from pivotal.plan_errors import ErrorCode
+from pivotal.state import EventType
+
+ROOT = Path(__file__).parents[2]
+DOCS = ROOT / "docs"
+PAGES = DOCS / "site"
+SOURCE = Path(__import__("pivotal").__file__).parent
+
+pytest.importorskip("mkdocs", reason="the documentation site needs the dev extra")
+
+
+@cache
+def generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_reference", DOCS / "gen_reference.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@cache
+def pages() -> dict[str, str]:
+    made: dict[str, str] = generator().pages()
+    return made
+
+
+def first_column(markdown: str) -> list[str]:
+    """The first cell, unquoted, of every row of the page's tables."""
+    return re.findall(r"^\| `([^`]+)` \|", markdown, re.MULTILINE)
+
+
+def test_every_error_code_in_the_code_is_in_the_table_once() -> None:
+    declared = set()
+    for path in SOURCE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                for statement in node.body:
+                    target = getattr(statement, "targets", [getattr(statement, "target", None)])
+                    value = getattr(statement, "value", None)
+                    if (
+                        [getattr(t, "id", None) for t in target] == ["code"]
+                        and isinstance(value, ast.Constant)
+                        and isinstance(value.value, str)
+                    ):
+                        declared.add(value.value)
+    errors, validation = pages()[generator().ERRORS].split("## Plan validation codes")
+    listed = first_column(errors)
+    assert len(listed) == len(set(listed))
+    assert set(listed) == declared
+    assert first_column(validation) == [c.value for c in ErrorCode]
+
+
+def test_every_metric_is_in_the_table_with_its_type() -> None:
+    scraped = generate_latest(PivotalMetrics().registry).decode()
+    served = dict(re.findall(r"^# TYPE (\S+) (\S+)$", scraped, re.MULTILINE))
+    # a counter without labels is also scraped as the time it was made: not a metric of its own
+    served = {n: t for n, t in served.items() if not n.endswith("_created")}
+    rows = re.findall(r"^\| `(\w+)` \| (\w+) \|", pages()[generator().METRICS], re.MULTILINE)
+    assert dict(rows) == served
+    assert len(rows) == len(served)
+
+
+def test_every_event_type_is_in_the_table() -> None:
+    assert first_column(pages()[generator().EVENTS]) == [e.value for e in EventType]
+
+
+def help_of(path: list[str]) -> str:
+    done = CliRunner().invoke(cli, [*path, "--help"], env={"COLUMNS": "200"})
+    assert done.exit_code == 0, done.output
+    return done.output
+
+
+def listed_commands(text: str) -> list[str]:
+    """The command names a group's ``--help`` lists under ``Commands:``."""
+    if "Commands:" not in text:
+        return []
+    part = text.split("Commands:", 1)[1]
+    return re.findall(r"^  ([a-z][\w-]*)", part, re.MULTILINE)
+
+
+def test_every_command_and_option_its_help_shows_is_on_the_page() -> None:
+    page = pages()[generator().CLI]
+    sections = dict(re.findall(r"^## `([^`]+)`\n(.*?)(?=^## |\Z)", page, re.M | re.S))
+    seen = set()
+    pending: list[list[str]] = [[]]
+    while pending:
+        path = pending.pop()
+        name = " ".join(["pivotal", *path])
+        seen.add(name)
+        text = help_of(path)
+        assert name in sections, f"{name} is not on the page"
+        options = re.findall(r"^  (?:-\w, )?(--[a-z][\w-]*)", text.split("Options:", 1)[-1], re.M)
+        for option in options:
+            if option != "--help":
+                assert f"`{option}`" in sections[name], f"{name} {option}"
+        pending += [[*path, sub] for sub in listed_commands(text)]
+    assert set(sections) == seen
+
+
+def test_every_operation_of_the_openapi_document_is_in_the_table() -> None:
+    document = generator().api().openapi()
+    expected = {(m.upper(), p) for p, ops in document["paths"].items() for m in ops}
+    page = pages()[generator().HTTP]
+    rows = set(re.findall(r"^\| (GET|POST|PUT|DELETE|PATCH) \| `([^`]+)` \|", page, re.M))
+    assert rows == expected
+    assert "| POST | `/v1/sagas` | Submit | admin, agent |" in page
+
+
+INCLUDE = re.compile(r'^--8<-- "README\.md:([\w-]+)"$', re.MULTILINE)
+SECTION = re.compile(r"^<!-- --8<-- \[start:([\w-]+)\] -->$", re.MULTILINE)
+
+
+def test_the_written_pages_include_every_section_of_the_readme_and_hold_no_code() -> None:
+    """Every code block and command the site shows is the README's, which its own tests
+    run: the written pages add no block of their own."""
+    included = []
+    for page in PAGES.rglob("*.md"):
+        text = page.read_text()
+        assert "```" not in text, f"{page} holds a code block"
+        assert "~~~" not in text, f"{page} holds a code block"
+        included += INCLUDE.findall(text)
+    sections = SECTION.findall((ROOT / "README.md").read_text())
+    assert sorted(included) == sorted(sections)
+
+
+def test_the_configuration_fetches_nothing_from_the_network() -> None:
+    config = (ROOT / "mkdocs.yml").read_text()
+    assert re.search(r"^  font: false$", config, re.MULTILINE)
+    # material fetches mermaid from a CDN for a mermaid block, and GitHub's API for repo_url
+    for fetches in ("mermaid", "repo_url", "extra_javascript", "extra_css", "emoji"):
+        assert fetches not in config
+
+
+LOCAL = {"127.0.0.1", "localhost", "HOST"}
+URL = re.compile(r"(?:https?:)?//([A-Za-z0-9.-]+)")  # an attribute's or a sheet's
+TEXT_URL = re.compile(r"https?://([A-Za-z0-9.-]+)")  # anywhere in a page
+ATTRIBUTE = re.compile(r"""\b(?:src|href|srcset|action|poster|data)\s*=\s*["']?([^"'\s>]+)""")
+
+
+@pytest.mark.timeout(300)
+def test_the_built_site_refers_to_no_host_on_the_network(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        env=os.environ | {"NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    found = []
+    for page in site.rglob("*.html"):
+        text = page.read_text()
+        for target in ATTRIBUTE.findall(text):
+            if URL.match(target):
+                found.append(f"{page.relative_to(site)}: {target}")
+        for host in TEXT_URL.findall(re.sub(r'xmlns(:\w+)?="http://www\.w3\.org/[^"]*"', "", text)):
+            if host not in LOCAL:
+                found.append(f"{page.relative_to(site)}: {host}")
+    for sheet in site.rglob("*.css"):
+        for target in re.findall(r"(?:url\(|@import)\s*[\"']?([^\"')\s]+)", sheet.read_text()):
+            if URL.match(target):
+                found.append(f"{sheet.relative_to(site)}: {target}")
+    assert not found
+    assert (site / "screenshots" / "workers.png").is_file()
+    assert 'class="mermaid"' not in (site / "index.html").read_text()
