@@ -124,9 +124,11 @@ $(BENCH_ENVS)/langgraph/.installed:
 		'langgraph-checkpoint-sqlite==3.1.2'
 	touch $@
 
-BENCH_PEER_ENVS := dbos agentsaga temporal restate langgraph
+# SYSTEMS=pivotal,agent-saga: only those (and the raw baselines), and only their environments
+comma := ,
+BENCH_PEER_ENVS := $(if $(SYSTEMS),$(subst agent-saga,agentsaga,$(filter-out pivotal,$(subst $(comma), ,$(SYSTEMS)))),dbos agentsaga temporal restate langgraph)
 bench-peers: $(VENV)/.installed $(BENCH_PEER_ENVS:%=$(BENCH_ENVS)/%/.installed)
-	$(BIN)/python bench/peers/run.py $(if $(QUICK),--quick) $(if $(POSTGRES),--postgres $(PG_URL))
+	$(BIN)/python bench/peers/run.py $(if $(QUICK),--quick) $(if $(POSTGRES),--postgres $(PG_URL)) $(if $(SYSTEMS),--systems $(SYSTEMS))
 
 clean:
 	rm -rf $(VENV) pivotal-demo site .pytest_cache .mypy_cache .ruff_cache

@@ -8,7 +8,7 @@ proposer (``_shared.os_user``)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.text import Text
@@ -66,16 +66,6 @@ def person(by: str | None) -> str:
     return by.strip() if by is not None and by.strip() else os_user()
 
 
-def shown(search: SavedSearch) -> dict[str, Any]:
-    """A saved search as ``--json`` prints it (as the API does: never the folded person)."""
-    return {
-        "name": search.name,
-        "query": search.query,
-        "created_at": search.created_at,
-        "updated_at": search.updated_at,
-    }
-
-
 @searches.command("list")
 def searches_list(
     ctx: typer.Context, by: By = None, as_json: JsonFlag = False, wide: WideFlag = False
@@ -88,7 +78,7 @@ def searches_list(
 
     found = run(work())
     if as_json:
-        dump([shown(s) for s in found])
+        dump([s.shown() for s in found])
         return
     show(searches_table(found), wide=wide)
 
@@ -116,7 +106,7 @@ def searches_save(
 
     saved = run(work())
     if as_json:
-        dump(shown(saved))
+        dump(saved.shown())
         return
     out.print(Text(printable(f"saved search {brief(saved.name)!r}: {saved.query}")))
 

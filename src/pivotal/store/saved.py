@@ -18,7 +18,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode
 
 from pivotal.errors import InvalidInput, PivotalError
@@ -43,6 +43,15 @@ class SavedSearch:
     query: str
     created_at: float
     updated_at: float
+
+    def shown(self) -> dict[str, Any]:
+        """As every surface shows it: never the canonical person (it is the one asking)."""
+        return {
+            "name": self.name,
+            "query": self.query,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
 
 
 class InvalidSavedSearch(InvalidInput):

@@ -19,7 +19,7 @@ from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
 from pivotal.server.errors import AUTHED, responses
 from pivotal.server.limits import Page, page
-from pivotal.store.saved import MAX_NAME, MAX_QUERY, SavedSearch, not_found
+from pivotal.store.saved import MAX_NAME, MAX_QUERY, not_found
 
 router = APIRouter(prefix="/v1", tags=["searches"], responses=responses(*AUTHED))
 
@@ -56,21 +56,11 @@ class SavedQuery(BaseModel):
     )
 
 
-def row(search: SavedSearch) -> dict[str, Any]:
-    """A saved search as the API shows it (never the canonical person: it is the caller)."""
-    return {
-        "name": search.name,
-        "query": search.query,
-        "created_at": search.created_at,
-        "updated_at": search.updated_at,
-    }
-
-
 @router.get("/searches", response_model=views.Page[SavedSearchRow])
 async def saved_searches(ctx: Ctx, who: Reader, pages: Pages) -> dict[str, Any]:
     """The caller's saved searches, by name."""
     found = await ctx.store.saved_searches(who.name)
-    return pages.of([row(s) for s in found[: pages.wanted]])
+    return pages.of([s.shown() for s in found[: pages.wanted]])
 
 
 @router.get("/searches/{name}", response_model=SavedSearchRow, responses=responses(404))
@@ -80,7 +70,7 @@ async def saved_search(ctx: Ctx, who: Reader, name: Name) -> dict[str, Any]:
     found = await ctx.store.saved_search(who.name, name)
     if found is None:
         raise not_found(name)
-    return row(found)
+    return found.shown()
 
 
 @router.put("/searches/{name}", response_model=SavedSearchRow)
@@ -88,7 +78,7 @@ async def save_search(ctx: Ctx, who: Reader, name: Name, body: SavedQuery) -> di
     """Save the query as the caller's search ``name``, replacing theirs of that name. 422
     ``invalid_filter`` (a query GET /v1/sagas refuses, or paging), ``invalid_saved_search``
     (the name) or ``saved_searches_full`` (as many as a person may keep); nothing is saved."""
-    return row(await ctx.store.save_search(who.name, name, body.query))
+    return (await ctx.store.save_search(who.name, name, body.query)).shown()
 
 
 @router.delete("/searches/{name}", status_code=204, responses=responses(404))
