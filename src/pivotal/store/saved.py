@@ -15,6 +15,7 @@ input is refused with a code, and changes nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -46,12 +47,7 @@ class SavedSearch:
 
     def shown(self) -> dict[str, Any]:
         """As every surface shows it: never the canonical person (it is the one asking)."""
-        return {
-            "name": self.name,
-            "query": self.query,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "person"}
 
 
 class InvalidSavedSearch(InvalidInput):
