@@ -65,27 +65,53 @@ class ApprovalStatus(StrEnum):
 
 
 class EventType(StrEnum):
+    # the plan, validated, recorded as a saga (with the provenance of the plan)
     SAGA_SUBMITTED = "saga_submitted"
+    # the intent of an attempt, recorded before its action is called: its idempotency key
+    # and its deadline (until when the call may still take effect)
     STEP_STARTED = "step_started"
+    # the attempt's action returned: its result is recorded
     STEP_SUCCEEDED = "step_succeeded"
+    # the attempt failed with an error the catalogue calls transient: the next is due then
     STEP_RETRY_SCHEDULED = "step_retry_scheduled"
+    # the step failed for good: an error that is not transient, or no attempt left
     STEP_FAILED = "step_failed"
+    # the attempt's outcome is unknown (a timeout, a lost answer): it may have taken effect
     STEP_UNKNOWN = "step_unknown"
+    # the step needs a person's approval before it runs: the saga waits for it
     APPROVAL_REQUESTED = "approval_requested"
+    # a person approved: the step may run
     APPROVAL_GRANTED = "approval_granted"
+    # a person rejected: the saga compensates what it did
     APPROVAL_REJECTED = "approval_rejected"
+    # no one decided before the approval expired: the saga compensates what it did
     APPROVAL_EXPIRED = "approval_expired"
+    # the saga turns back (its reason says why: a step failed before the point of no
+    # return, an approval refused or expired, the facts changed, an abort): the steps that
+    # took effect are undone, the newest first
     COMPENSATION_STARTED = "compensation_started"
+    # the intent of an undo attempt, recorded before the undo is called
     UNDO_STARTED = "undo_started"
+    # the undo returned: the step's effect is reversed
     UNDO_SUCCEEDED = "undo_succeeded"
     UNDO_PARTIAL = "undo_partial"  # settled, reversing only part of the effect (its note)
     UNDO_LAPSED = "undo_lapsed"  # settled without a call: the hold had lapsed on its own
+    # the undo attempt failed with a transient error: the next is due then
     UNDO_RETRY_SCHEDULED = "undo_retry_scheduled"
+    # the undo cannot go on by itself (an error that is not transient, or no attempt left):
+    # parked as a dead letter, for a person to retry or resolve
     UNDO_DEAD_LETTERED = "undo_dead_lettered"
+    # a person settled a dead-lettered undo by hand (who, and why)
     DEAD_LETTER_RESOLVED = "dead_letter_resolved"
+    # every step succeeded
     SAGA_COMPLETED = "saga_completed"
+    # compensation is over: the undo of each step that took effect is settled
     SAGA_COMPENSATED = "saga_compensated"
+    # compensation cannot end by itself: an undo is dead-lettered, waiting for a person
     SAGA_COMPENSATION_FAILED = "saga_compensation_failed"
+    # the saga stopped for a person (its reason says why): a step failed past the point of
+    # no return, the outcome of the point of no return is unknown, the plan could not be
+    # re-checked against the facts, or the saga's passes keep failing (a poison saga)
     SAGA_NEEDS_HUMAN = "saga_needs_human"
     SAGA_RESUMED = "saga_resumed"  # a person fixed the cause; the saga goes on
     SAGA_RESOLVED = "saga_resolved"  # a person settled it outside; it ends here
