@@ -106,3 +106,32 @@ def test_a_bad_filter_is_a_clear_error(
     assert says in error["message"]
     text = inproc("sagas", "list", *args)
     assert text.stderr.startswith(f"error [{code}]: ")
+
+
+@pytest.mark.parametrize("command", [("sagas", "list"), ("sagas", "bulk", "resume")])
+@pytest.mark.parametrize(
+    ("option", "first", "second"),
+    [
+        ("--catalogue", "checkout", "fulfilment"),
+        ("--reason-holds", "declined", "timeout"),
+        ("--created-since", "7d", "1d"),
+        ("--sort", "created", "updated"),
+        ("--order", "asc", "desc"),
+    ],
+)
+def test_a_filter_of_one_value_given_twice_is_refused(
+    inproc: InProcess, command: tuple[str, ...], option: str, first: str, second: str
+) -> None:
+    """As the API and the pages refuse it: the last one would win, quietly."""
+    fill(inproc)
+    done = inproc(*command, option, first, option, second)
+    assert done.exit_code == 2
+    assert f"Invalid value for {option}: given 2 times; a search takes it once" in done.stderr
+
+
+def test_the_filters_of_one_value_are_all_but_status_and_about() -> None:
+    from pivotal.cli._filters import FILTERS, ONCE
+    from pivotal.store.search import FIELDS
+
+    assert set(ONCE) == set(FIELDS) - {"status", "about"}
+    assert [p.name for p in FILTERS] == list(FIELDS)

@@ -15,6 +15,7 @@ import typer
 from pivotal.state import SagaStatus
 from pivotal.store.search import FIELDS, SagaFilter
 
+ONE = "<str>"  # what a filter of one value shows, as the other options do
 _WHEN = "a duration back from now (7d, 24h, 30m) or an ISO date or date-time (UTC unless given)"
 
 Status = Annotated[
@@ -26,29 +27,43 @@ Status = Annotated[
         + ".",
     ),
 ]
-CatalogueName = Annotated[str | None, typer.Option(help="Only this catalogue.")]
-CreatedSince = Annotated[str | None, typer.Option(help=f"Created at or after: {_WHEN}.")]
+CatalogueName = Annotated[list[str] | None, typer.Option(metavar=ONE, help="Only this catalogue.")]
+CreatedSince = Annotated[
+    list[str] | None, typer.Option(metavar=ONE, help=f"Created at or after: {_WHEN}.")
+]
 CreatedUntil = Annotated[
-    str | None, typer.Option(help="Created at or before (as --created-since).")
+    list[str] | None, typer.Option(metavar=ONE, help="Created at or before (as --created-since).")
 ]
 UpdatedSince = Annotated[
-    str | None, typer.Option(help="Last changed at or after (as --created-since).")
+    list[str] | None,
+    typer.Option(metavar=ONE, help="Last changed at or after (as --created-since)."),
 ]
 UpdatedUntil = Annotated[
-    str | None, typer.Option(help="Last changed at or before (as --created-since).")
+    list[str] | None,
+    typer.Option(metavar=ONE, help="Last changed at or before (as --created-since)."),
 ]
-ActorType = Annotated[str | None, typer.Option(help="Proposed by an agent, human or system.")]
-ActorId = Annotated[str | None, typer.Option(help="Proposed by this actor.")]
-Model = Annotated[str | None, typer.Option(help="Planned by this model.")]
-RunId = Annotated[str | None, typer.Option(help="From this planning run.")]
-PromptVersion = Annotated[str | None, typer.Option(help="Planned with this prompt version.")]
-OnBehalfOf = Annotated[str | None, typer.Option(help="Proposed for this person.")]
-SourceDocumentId = Annotated[str | None, typer.Option(help="Planned from this source document.")]
-FailedStep = Annotated[str | None, typer.Option(help="Whose step of this name failed.")]
+ActorType = Annotated[
+    list[str] | None, typer.Option(metavar=ONE, help="Proposed by an agent, human or system.")
+]
+ActorId = Annotated[list[str] | None, typer.Option(metavar=ONE, help="Proposed by this actor.")]
+Model = Annotated[list[str] | None, typer.Option(metavar=ONE, help="Planned by this model.")]
+RunId = Annotated[list[str] | None, typer.Option(metavar=ONE, help="From this planning run.")]
+PromptVersion = Annotated[
+    list[str] | None, typer.Option(metavar=ONE, help="Planned with this prompt version.")
+]
+OnBehalfOf = Annotated[
+    list[str] | None, typer.Option(metavar=ONE, help="Proposed for this person.")
+]
+SourceDocumentId = Annotated[
+    list[str] | None, typer.Option(metavar=ONE, help="Planned from this source document.")
+]
+FailedStep = Annotated[
+    list[str] | None, typer.Option(metavar=ONE, help="Whose step of this name failed.")
+]
 ReasonHolds = Annotated[
-    str | None,
+    list[str] | None,
     # not --reason: that is what a person records (why they act), e.g. on sagas bulk
-    typer.Option("--reason-holds", help="Whose reason holds this text (any case)."),
+    typer.Option("--reason-holds", metavar=ONE, help="Whose reason holds this text (any case)."),
 ]
 About = Annotated[
     list[str] | None,
@@ -57,8 +72,12 @@ About = Annotated[
         help="Whose plan names this argument value, e.g. order_id=4471 (repeat: all).",
     ),
 ]
-Sort = Annotated[str, typer.Option(help="By created or updated time.")]
-Order = Annotated[str, typer.Option(help="desc (newest first) or asc.")]
+Sort = Annotated[
+    list[str] | None, typer.Option(metavar=ONE, help="By created (the default) or updated time.")
+]
+Order = Annotated[
+    list[str] | None, typer.Option(metavar=ONE, help="desc (newest first, the default) or asc.")
+]
 
 Filters = dict[str, Any]  # the filters as a command received them, for SagaFilter.parse
 
@@ -87,9 +106,39 @@ FILTERS = (
     _option("failed_step", FailedStep),
     _option("reason", ReasonHolds),
     _option("about", About),
-    _option("sort", Sort, "created"),
-    _option("order", Order, "desc"),
+    _option("sort", Sort),
+    _option("order", Order),
 )
+# the filters that take one value: given twice, the command is refused (Typer would keep
+# the last one, quietly), as the API and the pages refuse it
+ONCE = {
+    "catalogue": "--catalogue",
+    "created_since": "--created-since",
+    "created_until": "--created-until",
+    "updated_since": "--updated-since",
+    "updated_until": "--updated-until",
+    "actor_type": "--actor-type",
+    "actor_id": "--actor-id",
+    "model": "--model",
+    "run_id": "--run-id",
+    "prompt_version": "--prompt-version",
+    "on_behalf_of": "--on-behalf-of",
+    "source_document_id": "--source-document-id",
+    "failed_step": "--failed-step",
+    "reason": "--reason-holds",
+    "sort": "--sort",
+    "order": "--order",
+}
+DEFAULTS = {"sort": "created", "order": "desc"}
+
+
+def _once(name: str, values: list[str] | None) -> str | None:
+    """The one value of a filter that takes one; refused when given more than once."""
+    if values and len(values) > 1:
+        raise typer.BadParameter(
+            f"given {len(values)} times; a search takes it once", param_hint=ONCE[name]
+        )
+    return values[0] if values else DEFAULTS.get(name)
 
 
 def searching(command: Callable[..., None]) -> Callable[..., None]:
@@ -103,7 +152,8 @@ def searching(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def with_filters(*args: Any, **kwargs: Any) -> None:
-        given = SagaFilter.given({name: kwargs.pop(name) for name in FIELDS})
+        received = {name: kwargs.pop(name) for name in FIELDS}
+        given = SagaFilter.given({n: _once(n, v) if n in ONCE else v for n, v in received.items()})
         command(*args, filters=given, **kwargs)
 
     # what Typer reads the options from
