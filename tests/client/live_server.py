@@ -135,25 +135,3 @@ def checkout(order: str = "order-1") -> dict[str, Any]:
         ],
         "rationale": f"place order {order}",
     }
-
-
-def fulfilment(order: str = "4471", amount: str = "180") -> dict[str, Any]:
-    """The seeded order 4471 shipped: its capture of 180 waits for a person."""
-    payment = {"order_id": order, "amount": amount}
-    return {
-        "catalogue": "fulfilment",
-        "steps": [
-            {
-                "name": "reserve_stock",
-                "args": {"order_id": order, "sku": "lamp", "quantity": 1, "warehouse": "B"},
-            },
-            {"name": "authorize_payment", "args": payment},
-            {"name": "capture_payment", "args": payment},
-            {"name": "create_shipment", "args": {"order_id": order, "warehouse": "B"}},
-            {
-                "name": "send_confirmation",
-                "args": {"order_id": order, "recipient": f"customer-{order}@example.com"},
-            },
-        ],
-        "rationale": "ship order 4471",
-    }

@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
-from live_server import Served, checkout, fulfilment
+from live_server import Served, checkout
 
+from commerce_plans import approval_plan
 from pivotal import (
     PlanParseError,
     PlanRejected,
@@ -193,7 +194,7 @@ async def test_an_approval_is_decided_on_the_version_shown(
     served: Served, connect: Connect, request: pytest.FixtureRequest
 ) -> None:
     bot, alice = connect("bot"), connect("alice")
-    saga_id = (await done(bot.submit(fulfilment(), saga_id=new()))).saga_id
+    saga_id = (await done(bot.submit(approval_plan(), saga_id=new()))).saga_id
     stored = served.stored_id(saga_id)
     assert (await served.run(stored)).status is SagaStatus.AWAITING_APPROVAL  # as a worker would
     [pending] = [p for p in await done(alice.approvals(page_size=1)) if p.saga_id == stored]

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from commerce_plans import approval_plan as approval_plan  # the server tests take it here
 from pivotal import FakeClock
 from pivotal.examples.commerce import CommerceServices
 from pivotal.principals import Role, hash_token
@@ -52,29 +53,6 @@ def plan_body(order_id: str = "o-1", **extra: Any) -> dict[str, Any]:
         ],
         "rationale": "customer checkout",
         **extra,
-    }
-
-
-def approval_plan(order_id: str = "4471", amount: str = "180.00") -> dict[str, Any]:
-    """A fulfilment whose capture of 180 waits for a person: the seeded order 4471 (one
-    lamp from warehouse B, for 180, to customer-4471@example.com)."""
-    payment = {"order_id": order_id, "amount": amount}
-    return {
-        "catalogue": "fulfilment",
-        "steps": [
-            {
-                "name": "reserve_stock",
-                "args": {"order_id": order_id, "sku": "lamp", "quantity": 1, "warehouse": "B"},
-            },
-            {"name": "authorize_payment", "args": payment},
-            {"name": "capture_payment", "args": payment},
-            {"name": "create_shipment", "args": {"order_id": order_id, "warehouse": "B"}},
-            {
-                "name": "send_confirmation",
-                "args": {"order_id": order_id, "recipient": f"customer-{order_id}@example.com"},
-            },
-        ],
-        "rationale": "ship order 4471",
     }
 
 
