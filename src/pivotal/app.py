@@ -28,8 +28,12 @@ class App:
         name: str = "app",
         *,
         rates: Rates | Mapping[tuple[str, str], Decimal] | None = None,
+        sandbox: bool = False,
     ) -> None:
         self.name = name
+        # its steps call their providers' sandboxes (test mode), never production: only
+        # such an app may be probed by ``pivotal check-provider``, which makes real effects
+        self.sandbox = sandbox
         # exchange rates into the currencies the policies count in (``exposure.Rates``):
         # an amount without a rate is never counted as 0
         self.rates = rates if isinstance(rates, Rates) else Rates(rates or {})

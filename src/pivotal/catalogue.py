@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import os
 import typing
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
@@ -381,6 +382,10 @@ class Catalogue:
     steps declare as entities. The planning loop records them with the plan, and a plan
     whose calls or facts name anything else is refused.
 
+    ``checked``: the file ``pivotal check-provider --record`` wrote for this catalogue's
+    providers; a worker reads it at start and warns where the catalogue declares a lookup
+    lag, a doubt grace or a key reuse its providers were seen not to honour.
+
     ``rollout``: a ``policy.Rollout``: agent-proposed plans execute below an exposure; above
     it they are kept in shadow or refused (step 6 of the migration: low-value sagas first).
     """
@@ -400,6 +405,7 @@ class Catalogue:
         max_timeout: float = MAX_TIMEOUT,
         doubt_grace: float = DOUBT_GRACE,
         recheck_after: float = RECHECK_AFTER,
+        checked: str | os.PathLike[str] | None = None,
     ) -> None:
         if unbound not in ("allow", "warn", "refuse"):
             raise CatalogueError(f"unbound must be 'allow', 'warn' or 'refuse', not {unbound!r}")
@@ -413,6 +419,9 @@ class Catalogue:
                 "bounded), 0 <= doubt_grace (finite) and recheck_after >= 0"
             )
         self.recheck_after = recheck_after
+        # what the last provider check observed (``pivotal check-provider --record``): a
+        # worker warns at start where this catalogue declares less
+        self.checked = checked
         self.default_timeout = default_timeout
         self.max_timeout = max_timeout
         self.doubt_grace = doubt_grace

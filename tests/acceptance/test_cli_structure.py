@@ -60,6 +60,7 @@ EVERY_COMMAND = {
     "report": "report",
     "mcp": "mcp",
     "workers": "workers",
+    "check-provider": "check_provider",
 }
 
 

@@ -40,6 +40,7 @@ import typer
 
 from pivotal.cli import (
     approvals,
+    check_provider,
     dead_letters,
     demo,
     dev,
@@ -87,6 +88,7 @@ def build() -> typer.Typer:
     report.register(app)
     mcp.register(app)
     workers.register(app)
+    check_provider.register(app)
     return app
 
 

@@ -30,7 +30,9 @@ class CommerceApp(App):
 
     def __init__(self, services: CommerceServices) -> None:
         super().__init__(
-            [checkout_catalogue(services), fulfilment_catalogue(services)], name="commerce"
+            [checkout_catalogue(services), fulfilment_catalogue(services)],
+            name="commerce",
+            sandbox=True,  # its services are simulations: a provider check may probe them
         )
         self.services = services
 

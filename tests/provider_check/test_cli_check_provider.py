@@ -1,0 +1,111 @@
+"""``pivotal check-provider`` on the bundled commerce example (its services are
+simulations: a sandbox) with the example's sandbox file; and what it refuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pivotal.cli import cli
+from pivotal.provider_check import Findings
+
+ROOT = Path(__file__).parents[2]
+SANDBOX = ROOT / "examples" / "provider_check" / "checkout-sandbox.json"
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PIVOTAL_COMMERCE_STATE", str(tmp_path / "commerce.db"))
+    monkeypatch.setenv("COLUMNS", "100")
+    return CliRunner()
+
+
+def check(runner: CliRunner, *args: str) -> tuple[int, str, str]:
+    """``pivotal --db ... [--example-app] check-provider ARGS`` (``--example-app`` is a
+    global option; the command has its own ``--app``)."""
+    chosen = ["--example-app"] if "--example-app" in args else []
+    rest = [a for a in args if a != "--example-app"]
+    done = runner.invoke(
+        cli,
+        ["--db", "sqlite:///ledger.db", *chosen, "check-provider", *rest],
+        catch_exceptions=False,
+    )
+    return done.exit_code, done.stdout, done.stderr
+
+
+def test_the_commerce_checkout_keeps_its_promises(runner: CliRunner, tmp_path: Path) -> None:
+    record = tmp_path / "checkout.checked.json"
+    code, out, _ = check(
+        runner,
+        "--example-app",
+        "--catalogue",
+        "checkout",
+        "--sandbox",
+        str(SANDBOX),
+        "--window",
+        "0",
+        "--wait",
+        "1",
+        "--record",
+        str(record),
+    )
+    assert code == 0, out
+    assert "no promise it relies on broken" in out
+    for step in ("reserve_stock", "charge_payment", "create_shipment", "send_confirmation"):
+        assert step in out
+    assert "more than the warehouse holds: refused with Permanent" in out
+    # an email cannot be unsent: the check says what it left
+    assert out.count("left in the sandbox: ") == 3
+    assert "send_confirmation:0 (a retriable step has no undo)" in out
+    findings = Findings.read(record)
+    assert findings.catalogue == "checkout"
+    assert findings.steps["charge_payment"].lookup_lag == 0
+    assert findings.steps["charge_payment"].replays is True
+
+
+def test_json_holds_every_row(runner: CliRunner) -> None:
+    code, out, _ = check(
+        runner,
+        "--example-app",
+        "--catalogue",
+        "checkout",
+        "--step",
+        "charge_payment",
+        "--sandbox",
+        str(SANDBOX),
+        "--window",
+        "0",
+        "--json",
+    )
+    assert code == 0, out
+    report = json.loads(out)
+    [step] = report["steps"]
+    assert step["step"] == "charge_payment"
+    assert len(step["rows"]) == 9
+    assert {row["verdict"] for row in step["rows"]} <= {"kept", "unknown"}
+    assert step["left"] == []
+
+
+def test_an_app_not_declared_a_sandbox_is_refused(runner: CliRunner) -> None:
+    code, out, err = check(runner, "--app", "sandbox_providers:unmarked", "--catalogue", "payments")
+    assert code == 2
+    assert out == ""
+    assert "error [not_a_sandbox]: app 'payments' is not declared a sandbox" in err
+
+
+def test_the_commerce_example_is_taken_only_on_purpose(runner: CliRunner) -> None:
+    code, _, err = check(runner, "--catalogue", "checkout")
+    assert code == 2
+    assert "--example-app" in err
+
+
+def test_a_sandbox_file_that_is_not_one_says_where(runner: CliRunner, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"steps": {"charge_payment": {"arg": {}}}}')
+    code, _, err = check(runner, "--example-app", "--catalogue", "checkout", "--sandbox", str(bad))
+    assert code == 2
+    assert "steps.charge_payment.arg: Extra inputs are not permitted" in err
