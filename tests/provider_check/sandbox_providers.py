@@ -44,6 +44,7 @@ class Knobs:
     lag: float = 0.0  # seconds before a lookup sees an effect
     lookup_finds: bool = True  # a lookup finds effects at all
     lookup_invents: bool = False  # a lookup finds something for any key
+    lookup_raises: bool = False  # a lookup raises instead of answering
     forgets_after: float | None = None  # a key is forgotten this long after its first use
     undo_again_raises: bool = False  # a second undo with its key raises
     undo_unmade_raises: bool = False  # an undo of an effect never made raises NotFound
@@ -130,6 +131,8 @@ class Provider:
     async def find(self, args: Charge, ctx: StepContext) -> dict[str, Any] | None:
         self.calls += 1
         knobs = self.knobs
+        if knobs.lookup_raises:
+            raise RuntimeError("lookup: 502 from the sandbox")
         if knobs.lookup_invents:
             return {"id": "ch_phantom", "amount": str(args.amount)}
         if not knobs.lookup_finds:

@@ -130,6 +130,18 @@ async def test_the_findings_hold_what_was_observed() -> None:
     assert seen.forgets_key_within > 60.0
 
 
+async def test_a_lookup_that_raises_leaves_what_it_serves_unknown_not_kept() -> None:
+    report, provider = await checked(Knobs(lookup_raises=True))
+
+    found = verdicts(report)
+    for promise in (Promise.LOOKUP, Promise.LOOKUP_UNMADE, Promise.CUT_OFF, Promise.REFUSAL):
+        assert found[promise] is Verdict.UNKNOWN, (promise, report.rows)
+    [row] = [row for row in report.rows if row.promise is Promise.LOOKUP]
+    assert "RuntimeError: lookup: 502 from the sandbox" in row.observed
+    assert found[Promise.UNDO_TWICE] is Verdict.KEPT  # the probes after it still ran
+    assert provider.in_place() == []
+
+
 async def test_a_small_budget_stops_the_probes_and_says_so() -> None:
     clock = FakeClock()
     provider = Provider(clock)

@@ -198,12 +198,12 @@ class StepCheck:
             try:
                 await probe()
             except BudgetSpent as spent:
-                self.rows.extend(
-                    _row(self.step, promise, Verdict.UNKNOWN, f"not probed: {spent}")
-                    for promise in self._promises_of(probes[n:])
-                    if promise not in {row.promise for row in self.rows}
-                )
+                self._unknown(probes[n:], f"not probed: {spent}")
                 break
+            except Exception as exc:  # a lookup or an undo raised where it must answer
+                said = f"{described(exc)} was raised"
+                self.untrusted = self.untrusted or said
+                self._unknown([probe], f"the probe stopped: {said}")
         left = await self.cleansuggested()
         return StepReport(
             step=self.step.name,
@@ -212,6 +212,13 @@ class StepCheck:
             left=left,
             observed=self.seen,
         )
+
+    def _unknown(self, probes: Sequence[Callable[[], Awaitable[None]]], why: str) -> None:
+        """A row saying ``why`` for each promise of ``probes`` that has none yet."""
+        have = {row.promise for row in self.rows}
+        for promise in self._promises_of(probes):
+            if promise not in have:
+                self.add(promise, Verdict.UNKNOWN, why)
 
     def _promises_of(self, probes: Sequence[Callable[[], Awaitable[None]]]) -> list[Promise]:
         names = {
@@ -503,6 +510,8 @@ class StepCheck:
             pass
         else:  # it finished despite the cancel: it took its effect
             s.made.setdefault(step.name, {})[CUT_OFF] = (self.args, call.result())
+        # it may land: the clean-up undoes it by its key (None: its result is not known)
+        s.made.setdefault(step.name, {}).setdefault(CUT_OFF, (self.args, None))
         cut_at = s.clock.now()
         if step.lookup is None or self.untrusted:
             why = self.untrusted or "the step declares no lookup"
@@ -571,6 +580,8 @@ class StepCheck:
             return
         outcome = classify(raised, step.retry_on, step.no_effect_on)
         said = f"{label}refused with {described(raised)}"
+        # if it left an effect after all, the clean-up undoes it by its key
+        s.made.setdefault(step.name, {})[index] = (refusal.args, None)
         if step.lookup is None or self.untrusted:
             why = self.untrusted or "the step declares no lookup"
             self.add(
@@ -584,6 +595,8 @@ class StepCheck:
         got = await s.lookup(step, refusal.args, index)
         if got is not None:
             s.made.setdefault(step.name, {})[index] = (refusal.args, got)
+        else:  # a lookup trusted so far found none, after its lag
+            s.made.get(step.name, {}).pop(index, None)
         no_effect = outcome is Outcome.PERMANENT
         kind = type(raised).__name__
         if got is not None and no_effect:
@@ -620,7 +633,8 @@ class StepCheck:
         for index, (args, result) in sorted(s.made.pop(step.name, {}).items()):
             key = action_key(s.saga_id(step), index)
             if step.undo is None:
-                left.append(f"{key} (a {step.kind.value} step has no undo)")
+                may = "" if result is not None else "may have landed; "
+                left.append(f"{key} ({may}a {step.kind.value} step has no undo)")
                 continue
             try:
                 async with asyncio.timeout(s.catalogue.timeout_of(step)):
