@@ -50,6 +50,8 @@ class Knobs:
     undo_unmade_raises: bool = False  # an undo of an effect never made raises NotFound
     lands_after: float = 0.0  # a cut-off call lands this long after it was cut off
     refusal_charges: bool = False  # a declined charge is charged all the same
+    takes: float = 0.0  # seconds on the fake clock an answered call takes
+    slow_keys: frozenset[int] = frozenset()  # calls of these key indexes never answer
 
 
 @dataclass
@@ -110,7 +112,10 @@ class Provider:
         sent = Effect(ctx.key, result, math.inf)
         self._pending.append(sent)
         try:
+            if ctx.index in knobs.slow_keys:
+                await asyncio.Event().wait()  # until its client gives up on it
             await asyncio.sleep(0)
+            self.clock.advance(knobs.takes)
         except asyncio.CancelledError:  # cut off by its client: it lands all the same
             sent.at = self.clock.now() + knobs.lands_after
             made.cancel()

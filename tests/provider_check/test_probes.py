@@ -130,6 +130,23 @@ async def test_the_findings_hold_what_was_observed() -> None:
     assert seen.forgets_key_within > 60.0
 
 
+@pytest.mark.parametrize(("lands_after", "verdict"), [(1.0, Verdict.KEPT), (4.0, Verdict.BROKEN)])
+async def test_a_call_that_takes_time_is_cut_off_partway(
+    lands_after: float, verdict: Verdict
+) -> None:
+    # the first call took 40 ms (on the check's clock); the calls cut off at 20 ms and
+    # 36 ms (real waits) never answer on their own: each is cut, and lands later
+    knobs = Knobs(takes=0.04, slow_keys=frozenset({4, 5}), lands_after=lands_after)
+    report, provider = await checked(knobs)
+
+    [row] = [row for row in report.rows if row.promise is Promise.CUT_OFF]
+    assert row.verdict is verdict, row
+    assert row.observed.startswith("cut off after 0.0"), row.observed
+    # found at the poll after it landed (a tenth of a second later at most)
+    assert re.search(rf"landed {lands_after:.0f}(\.1)? s later", row.observed), row.observed
+    assert provider.in_place() == []  # both cut-off calls landed, and were refunded
+
+
 async def test_a_lookup_that_raises_leaves_what_it_serves_unknown_not_kept() -> None:
     report, provider = await checked(Knobs(lookup_raises=True))
 

@@ -35,7 +35,10 @@ from pivotal.provider_check.model import (
 from pivotal.retry import Outcome, classify
 
 # the index of each probe's key within a step's check
-REPLAY, CONCURRENT, UNMADE_LOOKUP, UNMADE_UNDO, CUT_OFF, REFUSALS = range(6)
+REPLAY, CONCURRENT, UNMADE_LOOKUP, UNMADE_UNDO = range(4)
+CUT_OFFS = 4  # and 5: a call cut off at each point
+REFUSALS = 10  # and on: one per refusal given
+_ANSWERED, _UNSEEN = object(), object()  # what a cut-off call came to, but a landing
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,7 @@ class StepCheck:
     seen: StepFindings = field(default_factory=StepFindings)
     first: Any = None  # the replay key's first result (None: not made)
     first_at: float = 0.0
+    first_took: float = 0.0  # how long the first call took, on the check's clock
     # why what the lookup says cannot be relied on (it missed an effect, or found one
     # never made); None: it can
     untrusted: str | None = None
@@ -248,6 +252,7 @@ class StepCheck:
 
     async def replay(self) -> None:
         step, args = self.step, self.args
+        started = self.s.clock.now()
         first, exc = await attempt(self.s.act(step, args, REPLAY))
         if exc is not None:
             self.add(
@@ -258,6 +263,7 @@ class StepCheck:
             )
             return
         self.first, self.first_at = first, self.s.clock.now()
+        self.first_took = max(0.0, self.first_at - started)
         await self._lookup_lag(REPLAY, first)
         again, exc = await attempt(self.s.act(step, args, REPLAY))
         if exc is not None:
@@ -488,19 +494,79 @@ class StepCheck:
     # -- a call cut off by its client -----------------------------------------------------
 
     async def cut_off(self) -> None:
-        step, s = self.step, self.s
-        s._spend()
-        call = asyncio.ensure_future(step.action(self.args, s.context(step, CUT_OFF)))
-        await asyncio.sleep(0)  # it starts, and goes as far as its first wait
-        if call.done():
-            if not call.cancelled() and call.exception() is None:
-                s.made.setdefault(step.name, {})[CUT_OFF] = (self.args, call.result())
+        """Calls cut off by their client partway: at half and at nine tenths of what the
+        first call took (its request is on its way by then), or, when that call took no
+        time this clock can see, at its first wait. Each is watched by the lookup."""
+        took = self.first_took
+        cuts: list[float | None] = [took * 0.5, took * 0.9] if took > 0.001 else [None]
+        seen: list[tuple[str, float | None]] = []  # (where it was cut, when it landed)
+        for n, cut in enumerate(cuts):
+            at = "at its first wait" if cut is None else f"after {duration(cut)}"
+            landed = await self._cut(CUT_OFFS + n, cut)
+            if landed is _ANSWERED:
+                continue
+            if landed is _UNSEEN:
+                why = self.untrusted or "the step declares no lookup"
+                self.add(
+                    Promise.CUT_OFF, Verdict.UNKNOWN, f"whether it landed cannot be seen: {why}"
+                )
+                return
+            seen.append((at, landed if isinstance(landed, float) else None))
+        if not seen:
             self.add(
                 Promise.CUT_OFF,
                 Verdict.UNKNOWN,
-                "it answered without waiting on anything: no client timeout can cut it",
+                "it answered before any cut-off: no client timeout cut it",
             )
             return
+        self._judge_cut_offs(seen)
+
+    def _judge_cut_offs(self, seen: list[tuple[str, float | None]]) -> None:
+        step, grace = self.step, self.s.catalogue.doubt_grace
+        landings = [(at, landed) for at, landed in seen if landed is not None]
+        if not landings:
+            watched = self.s.options.wait
+            where = ", ".join(at for at, _ in seen)
+            said = f"cut off {where}: did not land within {duration(watched)}"
+            if watched >= grace + step.lookup_lag:
+                self.add(Promise.CUT_OFF, Verdict.KEPT, said)
+            else:
+                self.add(
+                    Promise.CUT_OFF,
+                    Verdict.UNKNOWN,
+                    f"{said}; the engine waits {duration(grace + step.lookup_lag)}",
+                    f"check with --wait {math.ceil(grace + step.lookup_lag)}",
+                )
+            return
+        at, latest = max(landings, key=lambda pair: pair[1] or 0.0)
+        assert latest is not None
+        self.seen.lands_after_cut_off = latest
+        said = f"cut off {at}, it landed {duration(latest)} later"
+        if latest <= grace:
+            self.add(Promise.CUT_OFF, Verdict.KEPT, f"{said} (doubt_grace {duration(grace)})")
+        else:
+            self.add(
+                Promise.CUT_OFF,
+                Verdict.BROKEN,
+                f"{said}; the catalogue's doubt_grace is {duration(grace)}",
+                f"declare doubt_grace={suggested(latest)} on the catalogue",
+            )
+
+    async def _cut(self, index: int, cut: float | None) -> float | object:
+        """One call cut off after ``cut`` seconds (None: at its first wait): how long after
+        the cut-off its effect landed (a float), None when it did not within the wait,
+        ``_ANSWERED`` when it answered first, ``_UNSEEN`` when no lookup can tell."""
+        step, s = self.step, self.s
+        s._spend()
+        call = asyncio.ensure_future(step.action(self.args, s.context(step, index)))
+        if cut is None:
+            await asyncio.sleep(0)  # it starts, and goes as far as its first wait
+        else:
+            await asyncio.wait({call}, timeout=cut)
+        if call.done():
+            if not call.cancelled() and call.exception() is None:
+                s.made.setdefault(step.name, {})[index] = (self.args, call.result())
+            return _ANSWERED
         call.cancel()
         try:
             await call
@@ -509,49 +575,19 @@ class StepCheck:
         except Exception:  # it raised as it was cancelled: still a cut-off call
             pass
         else:  # it finished despite the cancel: it took its effect
-            s.made.setdefault(step.name, {})[CUT_OFF] = (self.args, call.result())
+            s.made.setdefault(step.name, {})[index] = (self.args, call.result())
         # it may land: the clean-up undoes it by its key (None: its result is not known)
-        s.made.setdefault(step.name, {}).setdefault(CUT_OFF, (self.args, None))
+        s.made.setdefault(step.name, {}).setdefault(index, (self.args, None))
         cut_at = s.clock.now()
         if step.lookup is None or self.untrusted:
-            why = self.untrusted or "the step declares no lookup"
-            self.add(Promise.CUT_OFF, Verdict.UNKNOWN, f"whether it landed cannot be seen: {why}")
-            return
-        grace = s.catalogue.doubt_grace
-        found = await s.found(step, self.args, CUT_OFF, cut_at, s.options.wait)
+            return _UNSEEN
+        found = await s.found(step, self.args, index, cut_at, s.options.wait)
         if found is None:
-            watched = s.options.wait
-            if watched >= grace + step.lookup_lag:
-                self.add(Promise.CUT_OFF, Verdict.KEPT, f"did not land within {duration(watched)}")
-            else:
-                self.add(
-                    Promise.CUT_OFF,
-                    Verdict.UNKNOWN,
-                    f"did not land within {duration(watched)}; the engine waits "
-                    f"{duration(grace + step.lookup_lag)}",
-                    f"check with --wait {math.ceil(grace + step.lookup_lag)}",
-                )
-            return
+            return None
         got, seen_after = found
+        s.made.setdefault(step.name, {})[index] = (self.args, got)
         # it landed by the lookup's lag before it was seen
-        landed = max(0.0, seen_after - (self.seen.lookup_lag or 0.0))
-        s.made.setdefault(step.name, {})[CUT_OFF] = (self.args, got)
-        self.seen.lands_after_cut_off = landed
-        if landed <= grace:
-            self.add(
-                Promise.CUT_OFF,
-                Verdict.KEPT,
-                f"landed, found {duration(landed)} after the cut-off "
-                f"(doubt_grace {duration(grace)})",
-            )
-        else:
-            self.add(
-                Promise.CUT_OFF,
-                Verdict.BROKEN,
-                f"landed {duration(landed)} after the cut-off; the catalogue's doubt_grace is "
-                f"{duration(grace)}",
-                f"declare doubt_grace={suggested(landed)} on the catalogue",
-            )
+        return max(0.0, seen_after - (self.seen.lookup_lag or 0.0))
 
     # -- refusals -------------------------------------------------------------------------
 
