@@ -100,7 +100,6 @@ class Row(BaseModel):
     verdict: Verdict
     observed: str
     implies: str = ""  # the catalogue setting it implies; "" when nothing to change
-    calls: int = 0  # provider calls this probe made
 
 
 class StepReport(BaseModel):

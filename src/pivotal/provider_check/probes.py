@@ -131,8 +131,11 @@ class Session:
 
     async def act(self, step: Step, args: BaseModel, index: int) -> Any:
         self._spend()
+        made = self.made.setdefault(step.name, {})
+        # until it answers, it may have taken effect: the clean-up undoes it by its key
+        made.setdefault(index, (args, None))
         result = await self._bounded(step, step.action(args, self.context(step, index)))
-        self.made.setdefault(step.name, {})[index] = (args, result)
+        made[index] = (args, result)
         return result
 
     async def lookup(self, step: Step, args: BaseModel, index: int) -> Any:
@@ -616,8 +619,6 @@ class StepCheck:
             return
         outcome = classify(raised, step.retry_on, step.no_effect_on)
         said = f"{label}refused with {described(raised)}"
-        # if it left an effect after all, the clean-up undoes it by its key
-        s.made.setdefault(step.name, {})[index] = (refusal.args, None)
         if step.lookup is None or self.untrusted:
             why = self.untrusted or "the step declares no lookup"
             self.add(
