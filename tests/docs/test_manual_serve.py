@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from test_readme import README, commands_folder, env
+from test_manual import README, commands_folder, env
 
 TEXT = " ".join(README.read_text().split())  # a sentence may wrap anywhere
 BY_HAND = re.search(r"Or by hand, over the demo's ledger: `([^`]+)` and `([^`]+)`", TEXT)
