@@ -34,7 +34,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 import pivotal
-from manual import README, ROOT, files, manual, name
+from manual import ROOT, files, manual, name, page
 from pivotal.examples.commerce import create_app
 from pivotal.planning.shadow import read_requests
 from pivotal.testing.report import LEGEND
@@ -242,18 +242,18 @@ def test_every_app_the_manual_names_for_the_first_catalogue_loads(shop: Path) ->
 
 
 def test_serve_and_mcp_are_among_the_commands_that_need_an_app() -> None:
-    readme = README.read_text()
-    start = readme.index("**Which app.**")
-    which = " ".join(readme[start : readme.index("\n\n", start)].split())
+    text = page("how-to/command-line.md")
+    start = text.index("**Which app.**")
+    which = " ".join(text[start : text.index("\n\n", start)].split())
     listed = which[which.index("Every command that writes") :]
     for command in ("`serve`", "`mcp`", "`submit`", "`worker`", "`plan --submit/--run`"):
         assert command in listed, command
 
 
 def test_the_chaos_table_abbreviations_are_explained() -> None:
-    readme = README.read_text()
+    text = page("how-to/test-your-catalogue.md")
     for short, meaning in LEGEND.items():
-        assert f"| `{short}` | {meaning} |" in readme, short
+        assert f"| `{short}` | {meaning} |" in text, short
 
 
 def commands(block: Block) -> Iterator[str]:
@@ -319,9 +319,9 @@ def test_the_shadow_request_lines_shown_are_read_as_documented() -> None:
     assert requests[0].request_id == "email-4471"
     assert requests[0].source_document_id == "mailbox/4471.eml"
     assert requests[1].context["quantity"] == 2
-    readme = README.read_text()
+    text = page("how-to/agents.md")
     for field in ("text", "context", "catalogue", "request_id", "source_document_id"):
-        assert f"| `{field}` |" in readme
+        assert f"| `{field}` |" in text
 
 
 def test_the_testing_extra_brings_what_the_chaos_fixture_needs() -> None:
@@ -329,7 +329,7 @@ def test_the_testing_extra_brings_what_the_chaos_fixture_needs() -> None:
     testing = project["optional-dependencies"]["testing"]
     names = {re.split(r"[<>=\[ ]", requirement)[0] for requirement in testing}
     assert names == {"pytest", "pytest-asyncio", "hypothesis"}
-    assert 'pip install "pivotal[testing]"' in README.read_text()
+    assert 'pip install "pivotal[testing]"' in page("how-to/test-your-catalogue.md")
     assert project["entry-points"]["pytest11"]["pivotal"] == "pivotal.testing.plugin"
 
 
