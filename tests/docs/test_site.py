@@ -190,10 +190,40 @@ def test_the_readme_starts_with_the_two_commands_and_fits_its_budget() -> None:
     assert len(text.splitlines()) <= README_LINES
 
 
+SITE_PATH = re.compile(r"`(docs/site/[\w/.-]+)`")
+
+
+def test_the_readme_names_every_written_page_outside_the_reference_and_only_pages() -> None:
+    named = set(SITE_PATH.findall(README.read_text()))
+    for path in named:
+        assert (ROOT / path).exists(), f"the README names {path}, which does not exist"
+    written = {f"docs/site/{p.relative_to(PAGES).as_posix()}" for p in pages()}
+    guides = {p for p in written if not p.startswith("docs/site/reference/")} - {
+        "docs/site/index.md"
+    }
+    assert guides <= named, guides - named
+
+
+FIGURE = re.compile(r"\d[\d,.]*\d|\d")
+
+
+def section(text: str, heading: str) -> str:
+    """A section's text, from its heading to the next one of its level."""
+    part = text.split(f"\n{heading}\n", 1)[1]
+    return part.split("\n## ", 1)[0]
+
+
+def test_the_readmes_benchmark_figures_are_those_of_the_benchmarks_page() -> None:
+    headline = set(FIGURE.findall(section(README.read_text(), "## Benchmarks")))
+    assert len(headline) > 10
+    measured = set(FIGURE.findall((PAGES / "explanation" / "benchmarks.md").read_text()))
+    assert headline <= measured, headline - measured
+
+
 def concepts(text: str) -> str:
     """The table under a page's ``## Concepts`` heading."""
-    part = text.split("\n## Concepts\n", 1)[1]
-    return "\n".join(line for line in part.strip().splitlines() if line.startswith("|"))
+    rows = section(text, "## Concepts").strip().splitlines()
+    return "\n".join(line for line in rows if line.startswith("|"))
 
 
 def test_the_readme_and_the_home_page_define_the_same_words() -> None:
