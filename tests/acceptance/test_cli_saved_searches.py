@@ -1,24 +1,23 @@
 """``pivotal searches list|save|delete`` and ``pivotal sagas list --saved NAME``: a person's
 saved searches, the same the Sagas page and the API keep (``--by NAME``, else the OS user);
 a saved search runs as its query does; bad input is one line ``error [code]`` and changes
-nothing. The real console script runs the README's commands on both ledgers."""
+nothing. The real console script runs the commands the manual shows (the command line's page)
+on both ledgers."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import shlex
-from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_harness import InProcess
 
+from manual import page
 from pivotal.cli._shared import os_user
 from pivotal.store import SQLiteStore
 from search_ledger import six
-
-README = Path(__file__).parents[2] / "README.md"
 
 
 def fill(inproc: InProcess) -> None:
@@ -123,15 +122,15 @@ def test_the_os_user_is_whose_they_are_by_default(inproc: InProcess) -> None:
     assert [s["name"] for s in inproc.json("searches", "list", "--by", os_user())] == ["mine"]
 
 
-def readme_commands() -> list[list[str]]:
-    """The commands README's "Saved searches" shows, each as its arguments."""
-    section = README.read_text().partition("**Saved searches.**")[2]
+def shown_commands() -> list[list[str]]:
+    """The commands "Saved searches" shows on the command line's page, each as its arguments."""
+    section = page("how-to/command-line.md").partition("**Saved searches.**")[2]
     shown = section.partition("\n    pivotal ")[2].partition("\n\n")[0]
     return [shlex.split(line) for line in ("pivotal " + shown).splitlines()]
 
 
-def test_the_readmes_commands_run_as_written_on_both_ledgers(any_cli: Any) -> None:
-    commands = readme_commands()
+def test_the_manuals_commands_run_as_written_on_both_ledgers(any_cli: Any) -> None:
+    commands = shown_commands()
     assert [c[:3] for c in commands] == [
         ["pivotal", "searches", "save"],
         ["pivotal", "searches", "list"],

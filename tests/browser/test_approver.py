@@ -2,8 +2,9 @@
 app under uvicorn: log in, read the queue and a hostile rationale, decide, and see a worker
 finish the saga on its timeline.
 
-It also takes the README's screenshots of the approvals queue and an approval's detail
-(docs/screenshots/; how they stay the same on every run: tests/browser/browser_kit.py)."""
+It also takes the screenshots of the approvals queue and an approval's detail that the
+manual's serving page shows (docs/screenshots/; how they stay the same on every run:
+tests/browser/browser_kit.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pivotal.principals import Role, hash_token
 
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 TOKEN = "pvt_browser_ann"
-# the README's sagas: what an agent would write (the hostile rationale is another saga's)
+# the screenshots' sagas: what an agent would write (the hostile rationale is another saga's)
 RATIONALE = (
     "Order 4472 (customer c-4471) was paid by card: 180.00 authorised against invoice "
     "INV-4472. One lamp is in stock at warehouse B, which serves the customer's address. "
@@ -123,7 +124,7 @@ def test_an_approver_reads_the_hostile_rationale_as_text_and_approves(
     expect(rows.first).to_contain_text("180.00")
     shot(page, tmp_path, "approval-queue.png")
 
-    page.get_by_role("link", name="ship-4472").click()  # the README's: an agent's rationale
+    page.get_by_role("link", name="ship-4472").click()  # the screenshot's: an agent's rationale
     expect(page.locator("#rationale")).to_contain_text(RATIONALE)
     expect(page.get_by_text("undo authorize_payment")).to_be_visible()
     shot(page, tmp_path, "approval-detail.png")

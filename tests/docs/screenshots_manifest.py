@@ -1,6 +1,7 @@
-"""What each README screenshot shows, and the manifest that says which sources it was taken
-from: ``docs/screenshots.json`` records, per image, the SHA-256 of each template (the page's
-own, and every template it extends or includes, followed recursively) and of style.css.
+"""What each screenshot of the documentation site shows, and the manifest that says which
+sources it was taken from: ``docs/screenshots.json`` records, per image, the SHA-256 of each
+template (the page's own, and every template it extends or includes, followed recursively)
+and of style.css.
 
 The browser tests (tests/browser/) write the manifest when they refresh the
 images (``PIVOTAL_UPDATE_SCREENSHOTS=1``); tests/docs/test_screenshots.py recomputes the

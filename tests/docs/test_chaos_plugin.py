@@ -1,6 +1,7 @@
-"""The ``pivotal_chaos`` fixture in a project of one's own: the README's chaos test runs with
-plain pytest settings, ``explore`` runs from a plain test too, and an ``explore`` that is
-never run fails its test instead of passing without having explored anything."""
+"""The ``pivotal_chaos`` fixture in a project of one's own: the chaos test the manual shows
+(docs/site/how-to/test-your-catalogue.md) runs with plain pytest settings, ``explore`` runs
+from a plain test too, and an ``explore`` that is never run fails its test instead of
+passing without having explored anything."""
 
 from __future__ import annotations
 
@@ -40,14 +41,14 @@ def shop(tmp_path: Path) -> Path:
 
 
 @pytest.mark.timeout(600)
-def test_the_readme_chaos_test_passes_in_a_project_of_its_own(shop: Path) -> None:
+def test_the_manuals_chaos_test_passes_in_a_project_of_its_own(shop: Path) -> None:
     done = pytest_in(shop)
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
     assert "pivotal chaos summary" in done.stdout
     assert "0 with invariant failures" in done.stdout
-    # the README's scenarios: "paid", and "capture declined" (the issuer declines the capture)
+    # the manual's scenarios: "paid", and "capture declined" (the issuer declines the capture)
     for row in ("in-process  capture declined", "in-process  paid", "sigkill     paid"):
         assert row in done.stdout
 

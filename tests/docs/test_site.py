@@ -1,10 +1,11 @@
 """The documentation site (``mkdocs.yml``, ``docs/site/``, ``docs/gen_reference.py``).
 
 Its generated reference pages hold every error code, metric, event type, command and HTTP
-operation, each set computed here another way than the generator does; its written pages
-only include the README's sections (so every code block and command it shows is one the
-README's tests run), and together they include all of them; and the built site refers to
-no host on the network.
+operation, each set computed here another way than the generator does; its written pages own
+their text (the README includes none of it and they include nothing of the README; their
+code blocks are run by tests/docs/test_manual.py), each has its own title and a place in the
+navigation; the README stays one screen that starts with the two commands; and the built
+site refers to no host on the network.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ import pytest
 from prometheus_client import generate_latest
 from typer.testing import CliRunner
 
+from manual import PAGES, README, ROOT, pages
 from pivotal.cli import cli
 from pivotal.observability.metrics import PivotalMetrics
 from pivotal.plan_errors import ErrorCode
 from pivotal.state import EventType
 
-ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"
-PAGES = DOCS / "site"
 SOURCE = Path(__import__("pivotal").__file__).parent
 
 pytest.importorskip("mkdocs", reason="the documentation site needs the dev extra")
@@ -47,7 +47,8 @@ def generator() -> ModuleType:
 
 
 @cache
-def pages() -> dict[str, str]:
+def generated() -> dict[str, str]:
+    """The generated reference pages, by their path in the site."""
     made: dict[str, str] = generator().pages()
     return made
 
@@ -71,7 +72,7 @@ def test_every_error_code_in_the_code_is_in_the_table_once() -> None:
                         and isinstance(value.value, str)
                     ):
                         declared.add(value.value)
-    errors, validation = pages()[generator().ERRORS].split("## Plan validation codes")
+    errors, validation = generated()[generator().ERRORS].split("## Plan validation codes")
     listed = first_column(errors)
     assert len(listed) == len(set(listed))
     assert set(listed) == declared
@@ -83,13 +84,13 @@ def test_every_metric_is_in_the_table_with_its_type() -> None:
     served = dict(re.findall(r"^# TYPE (\S+) (\S+)$", scraped, re.MULTILINE))
     # a counter without labels is also scraped as the time it was made: not a metric of its own
     served = {n: t for n, t in served.items() if not n.endswith("_created")}
-    rows = re.findall(r"^\| `(\w+)` \| (\w+) \|", pages()[generator().METRICS], re.MULTILINE)
+    rows = re.findall(r"^\| `(\w+)` \| (\w+) \|", generated()[generator().METRICS], re.MULTILINE)
     assert dict(rows) == served
     assert len(rows) == len(served)
 
 
 def test_every_event_type_is_in_the_table() -> None:
-    assert first_column(pages()[generator().EVENTS]) == [e.value for e in EventType]
+    assert first_column(generated()[generator().EVENTS]) == [e.value for e in EventType]
 
 
 def help_of(path: list[str]) -> str:
@@ -107,7 +108,7 @@ def listed_commands(text: str) -> list[str]:
 
 
 def test_every_command_and_option_its_help_shows_is_on_the_page() -> None:
-    page = pages()[generator().CLI]
+    page = generated()[generator().CLI]
     sections = dict(re.findall(r"^## `([^`]+)`\n(.*?)(?=^## |\Z)", page, re.M | re.S))
     seen = set()
     pending: list[list[str]] = [[]]
@@ -128,27 +129,107 @@ def test_every_command_and_option_its_help_shows_is_on_the_page() -> None:
 def test_every_operation_of_the_openapi_document_is_in_the_table() -> None:
     document = generator().api().openapi()
     expected = {(m.upper(), p) for p, ops in document["paths"].items() for m in ops}
-    page = pages()[generator().HTTP]
+    page = generated()[generator().HTTP]
     rows = set(re.findall(r"^\| (GET|POST|PUT|DELETE|PATCH) \| `([^`]+)` \|", page, re.M))
     assert rows == expected
     assert "| POST | `/v1/sagas` | Submit | admin, agent |" in page
 
 
-INCLUDE = re.compile(r'^--8<-- "README\.md:([\w-]+)"$', re.MULTILINE)
-SECTION = re.compile(r"^<!-- --8<-- \[start:([\w-]+)\] -->$", re.MULTILINE)
+NAV_PAGE = re.compile(r"^ *- (?:[^:\n]+: )?([\w/.-]+\.md)$", re.MULTILINE)
+FENCE = re.compile(r"^\s*(```|~~~)")
 
 
-def test_the_written_pages_include_every_section_of_the_readme_and_hold_no_code() -> None:
-    """Every code block and command the site shows is the README's, which its own tests
-    run: the written pages add no block of their own."""
-    included = []
-    for page in PAGES.rglob("*.md"):
-        text = page.read_text()
-        assert "```" not in text, f"{page} holds a code block"
-        assert "~~~" not in text, f"{page} holds a code block"
-        included += INCLUDE.findall(text)
-    sections = SECTION.findall((ROOT / "README.md").read_text())
-    assert sorted(included) == sorted(sections)
+def titles(text: str) -> list[str]:
+    """The page's first-level headings, outside its code blocks."""
+    found, fenced = [], False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and line.startswith("# "):
+            found.append(line)
+    return found
+
+
+def test_every_page_is_in_the_navigation_and_every_entry_is_a_page() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text().split("\nnav:\n", 1)[1]
+    entries = NAV_PAGE.findall(nav)
+    assert len(entries) == len(set(entries))
+    written = {p.relative_to(PAGES).as_posix() for p in pages()}
+    assert set(entries) == written | set(generated())
+    assert not written & set(generated()), "a generated page would hide a written one"
+
+
+def test_no_page_includes_the_readme_and_the_readme_marks_no_section() -> None:
+    """The pages own their text: nothing is included from the README any more."""
+    for path in pages():
+        assert "--8<--" not in path.read_text(), f"{path} includes another file"
+    assert "--8<--" not in README.read_text()
+    assert "snippets" not in (ROOT / "mkdocs.yml").read_text()
+
+
+@pytest.mark.parametrize("path", pages(), ids=lambda p: p.relative_to(PAGES).as_posix())
+def test_a_written_page_begins_with_its_one_title(path: Path) -> None:
+    text = path.read_text()
+    assert text.startswith("# "), f"{path} does not begin with its title"
+    assert len(titles(text)) == 1, titles(text)
+
+
+TWO_COMMANDS = """# Pivotal
+
+```sh
+make demo    # run the documented checkout and fulfilment scenarios on embedded SQLite
+make test    # lint, type-check and run the whole test suite
+```
+"""
+README_LINES = 150
+
+
+def test_the_readme_starts_with_the_two_commands_and_fits_its_budget() -> None:
+    text = README.read_text()
+    assert text.startswith(TWO_COMMANDS)
+    assert len(text.splitlines()) <= README_LINES
+
+
+SITE_PATH = re.compile(r"`(docs/site/[\w/.-]+)`")
+
+
+def test_the_readme_names_every_written_page_outside_the_reference_and_only_pages() -> None:
+    named = set(SITE_PATH.findall(README.read_text()))
+    for path in named:
+        assert (ROOT / path).exists(), f"the README names {path}, which does not exist"
+    written = {f"docs/site/{p.relative_to(PAGES).as_posix()}" for p in pages()}
+    guides = {p for p in written if not p.startswith("docs/site/reference/")} - {
+        "docs/site/index.md"
+    }
+    assert guides <= named, guides - named
+
+
+FIGURE = re.compile(r"\d[\d,.]*\d|\d")
+
+
+def section(text: str, heading: str) -> str:
+    """A section's text, from its heading to the next one of its level."""
+    part = text.split(f"\n{heading}\n", 1)[1]
+    return part.split("\n## ", 1)[0]
+
+
+def test_the_readmes_benchmark_figures_are_those_of_the_benchmarks_page() -> None:
+    headline = set(FIGURE.findall(section(README.read_text(), "## Benchmarks")))
+    assert len(headline) > 10
+    measured = set(FIGURE.findall((PAGES / "explanation" / "benchmarks.md").read_text()))
+    assert headline <= measured, headline - measured
+
+
+def concepts(text: str) -> str:
+    """The table under a page's ``## Concepts`` heading."""
+    rows = section(text, "## Concepts").strip().splitlines()
+    return "\n".join(line for line in rows if line.startswith("|"))
+
+
+def test_the_readme_and_the_home_page_define_the_same_words() -> None:
+    table = concepts(README.read_text())
+    assert table.count("\n") >= 5
+    assert concepts((PAGES / "index.md").read_text()) == table
 
 
 def test_the_configuration_fetches_nothing_from_the_network() -> None:

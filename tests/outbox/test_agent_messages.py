@@ -1,6 +1,7 @@
-"""The engine's announcements go to the agent that asked (the README routes them there): each
-tells the outcome, a reason code and a short message, never the policy, who decided or why,
-nor a failed step's raw error."""
+"""The engine's announcements go to the agent that asked (the outbox section of the manual's
+operating page, docs/site/how-to/operating.md, routes them there): each tells the outcome, a
+reason code and a short message, never the policy, who decided or why, nor a failed step's
+raw error."""
 
 from __future__ import annotations
 

@@ -21,8 +21,9 @@ of the answer:
   is refused (403), none, a bad or a revoked one is 401.
 * ``public``: anyone, with or without a credential, gets neither 401 nor 403.
 
-The roles are those of README's role table: agents validate, submit and read their own
-sagas and the catalogues; approvers, operators and viewers read; approvers decide pivots;
+The roles are those of the role table of the manual's serving page
+(docs/site/how-to/serving.md): agents validate, submit and read their own sagas and the
+catalogues; approvers, operators and viewers read; approvers decide pivots;
 operators settle dead letters, escalations and parked sagas; only operators and viewers read
 the weekly report (``GET /v1/report``); every person (not an agent) keeps saved searches of
 their own; any role may scrape ``/metrics`` and read ``/openapi.json``.

@@ -1,6 +1,7 @@
-"""The README's two sentences about `pivotal serve` over the demo's ledger work as written:
-after the demo, the token command and the serve command they give serve the login page,
-and `/metrics` reports what the metrics sentence says."""
+"""The manual's two sentences about `pivotal serve` over the demo's ledger work as written
+(one on the serving page, one on the operating page): after the demo, the token command and
+the serve command they give serve the login page, and `/metrics` reports what the metrics
+sentence says."""
 
 from __future__ import annotations
 
@@ -15,11 +16,24 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from test_readme import README, commands_folder, env
+from test_manual import commands_folder, env
 
-TEXT = " ".join(README.read_text().split())  # a sentence may wrap anywhere
-BY_HAND = re.search(r"Or by hand, over the demo's ledger: `([^`]+)` and `([^`]+)`", TEXT)
-METRICS = re.search(r"After `make demo`, `([^`]+)` reports at `/metrics` \(([^.]+)\.", TEXT)
+from manual import page
+
+
+def sentences(path: str) -> str:
+    """The page's text with its lines joined: a sentence may wrap anywhere."""
+    return " ".join(page(path).split())
+
+
+BY_HAND = re.search(
+    r"Or by hand, over the demo's ledger: `([^`]+)` and `([^`]+)`",
+    sentences("how-to/serving.md"),
+)
+METRICS = re.search(
+    r"After `make demo`, `([^`]+)` reports at `/metrics` \(([^.]+)\.",
+    sentences("how-to/operating.md"),
+)
 
 
 def free_port() -> int:
@@ -45,7 +59,7 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def served(demo: Path) -> Iterator[tuple[str, str]]:
-    """The README's serve command, as written but on a free port (8000 may be taken)."""
+    """The manual's serve command, as written but on a free port (8000 may be taken)."""
     assert BY_HAND is not None
     assert METRICS is not None
     token_command, serve_command = BY_HAND.groups()
@@ -85,7 +99,9 @@ def test_the_by_hand_commands_serve_the_login_page_over_the_demo_ledger(
     assert me.status_code == 200, me.text
 
 
-def test_metrics_over_the_demo_ledger_are_what_the_readme_says(served: tuple[str, str]) -> None:
+def test_metrics_over_the_demo_ledger_are_what_the_operating_page_says(
+    served: tuple[str, str],
+) -> None:
     url, token = served
     reply = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=10)
     assert reply.status_code == 200, reply.text

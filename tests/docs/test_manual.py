@@ -1,14 +1,15 @@
-"""The README runs as written.
+"""The manual runs as written: the README and every written page of the documentation site
+(``tests/manual.py`` says which files those are).
 
-Every fenced block the README marks ``<!-- file: PATH -->`` is that file of the repository,
+Every fenced block the manual marks ``<!-- file: PATH -->`` is that file of the repository,
 byte for byte; every other ``python`` block is run, from a copy of
 ``examples/first_catalogue`` and with top-level ``await`` (as ``python -m asyncio`` runs
 code), and is pasted, line by line, into ``python -m asyncio`` itself (where a block ends
 only at a blank line); a block marked ``<!-- output: SCRIPT -->`` is what the script prints
-(but for its saga ids, new on every run); the ``sh`` block marked ``<!-- run: DIR -->`` is
+(but for its saga ids, new on every run); each ``sh`` block marked ``<!-- run: DIR -->`` is
 run, command by command as written, with the installed ``pivotal`` first on ``PATH``, in a
 copy of ``DIR``.
-Every ``--app`` the README gives for the first catalogue loads, the walk-through first says
+Every ``--app`` the manual gives for the first catalogue loads, each walk-through first says
 how to get the ``pivotal`` command, and the chaos table's abbreviations are explained.
 """
 
@@ -33,12 +34,11 @@ import pytest
 from markdown_it import MarkdownIt
 
 import pivotal
+from manual import ROOT, files, manual, name, page
 from pivotal.examples.commerce import create_app
 from pivotal.planning.shadow import read_requests
 from pivotal.testing.report import LEGEND
 
-ROOT = Path(__file__).parents[2]
-README = ROOT / "README.md"
 FIRST = ROOT / "examples" / "first_catalogue"
 BIN = Path(sys.executable).parent
 MARKER = re.compile(r"^<!-- (file|run|output): (\S+) -->\s*$")
@@ -56,35 +56,40 @@ if inspect.iscoroutine(result):
 
 @dataclass(frozen=True)
 class Block:
+    file: str  # the manual's file it is in, from the repository's root
     lang: str
     text: str
     line: int  # 1-based line of the opening fence
     marker: tuple[str, str] | None  # ("file", path) or ("run", folder)
+    heading: int  # 1-based line of the heading it comes under (0: none)
 
     @property
     def where(self) -> str:
-        return f"README.md:{self.line}"
+        return f"{self.file}:{self.line}"
 
 
-def blocks() -> list[Block]:
+def blocks(path: Path) -> list[Block]:
     found: list[Block] = []
     marker: tuple[str, str] | None = None
-    for token in MarkdownIt().parse(README.read_text()):
-        if token.type == "html_block":
+    heading = 0
+    for token in MarkdownIt().parse(path.read_text()):
+        line = token.map[0] + 1 if token.map else 0
+        if token.type == "heading_open":
+            heading = line
+        elif token.type == "html_block":
             match = MARKER.match(token.content.strip())
             marker = (match.group(1), match.group(2)) if match else marker
         elif token.type == "fence":
             lang = token.info.split()[0] if token.info.strip() else ""
-            line = token.map[0] + 1 if token.map else 0
-            found.append(Block(lang, token.content, line, marker))
+            found.append(Block(name(path), lang, token.content, line, marker, heading))
             marker = None
     return found
 
 
-BLOCKS = blocks()
+BLOCKS = [block for path in files() for block in blocks(path)]
 FILES = [b for b in BLOCKS if b.marker and b.marker[0] == "file"]
 SNIPPETS = [b for b in BLOCKS if b.lang == "python" and b.marker is None]
-[WALKTHROUGH] = [b for b in BLOCKS if b.marker and b.marker[0] == "run"]
+WALKTHROUGHS = [b for b in BLOCKS if b.marker and b.marker[0] == "run"]
 OUTPUTS = [b for b in BLOCKS if b.marker and b.marker[0] == "output"]
 # what differs between two runs of an example: its saga ids (digests of random ids)
 VARYING = re.compile(r"adk-[0-9a-f]{24}")
@@ -93,7 +98,7 @@ VARYING = re.compile(r"adk-[0-9a-f]{24}")
 @functools.cache
 def commands_folder() -> Path:
     """A folder holding a ``pivotal`` command that runs the package these tests import (a
-    source tree on the tests' PYTHONPATH, say) whatever PYTHONPATH the README sets."""
+    source tree on the tests' PYTHONPATH, say) whatever PYTHONPATH the manual sets."""
     folder = Path(tempfile.mkdtemp(prefix="pivotal-command-"))
     source = Path(pivotal.__file__).resolve().parents[1]
     script = folder / "pivotal"
@@ -120,6 +125,21 @@ def shop(tmp_path: Path) -> Path:
     return folder
 
 
+FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+@pytest.mark.parametrize("path", files(), ids=name)
+def test_every_fenced_block_of_the_manual_is_collected(path: Path) -> None:
+    """Counted another way, line by line: a block the parser missed would go unchecked."""
+    opened, fenced = 0, False
+    for line in path.read_text().splitlines():
+        if FENCE.match(line):
+            opened += not fenced
+            fenced = not fenced
+    assert not fenced, f"{name(path)} leaves a fence open"
+    assert opened == len([b for b in BLOCKS if b.file == name(path)])
+
+
 def test_every_python_block_is_a_file_of_the_repository_or_is_run() -> None:
     python = [b for b in BLOCKS if b.lang == "python"]
     assert python
@@ -134,7 +154,9 @@ def test_every_python_block_is_a_file_of_the_repository_or_is_run() -> None:
     }
 
 
-@pytest.mark.parametrize("block", FILES, ids=[b.marker[1] for b in FILES if b.marker])
+@pytest.mark.parametrize(
+    "block", FILES, ids=[f"{b.where} {b.marker[1]}" for b in FILES if b.marker]
+)
 def test_a_file_shown_is_the_file_in_the_repository(block: Block) -> None:
     assert block.marker is not None
     path = ROOT / block.marker[1]
@@ -164,7 +186,7 @@ PASTED = "@@ pasted to the end"
 
 @pytest.mark.parametrize("block", SNIPPETS, ids=[b.where for b in SNIPPETS])
 def test_a_python_snippet_runs_when_pasted_into_python_m_asyncio(block: Block, shop: Path) -> None:
-    """The README invites pasting each snippet into ``python -m asyncio``: its console reads
+    """The manual invites pasting each snippet into ``python -m asyncio``: its console reads
     a compound statement until a blank line, so a line after an indented block with no
     blank line between is a SyntaxError there, though the file would compile."""
     pasted = f"{block.text}\n\nprint({PASTED!r})\n"
@@ -183,20 +205,25 @@ def test_a_python_snippet_runs_when_pasted_into_python_m_asyncio(block: Block, s
     assert PASTED in done.stdout, f"{block.where}:\n{done.stdout}\n{done.stderr}"
 
 
-def test_the_walkthrough_first_says_how_to_get_the_pivotal_command() -> None:
-    readme = README.read_text().splitlines()
-    start = next(n for n, line in enumerate(readme) if line == "## Your first catalogue")
-    before = "\n".join(readme[start : WALKTHROUGH.line - 1])
-    assert "`. .venv/bin/activate`" in before
-    assert "pip install -e /path/to/pivotal" in before
+def test_there_is_a_walkthrough_to_run() -> None:
+    assert WALKTHROUGHS
+
+
+@pytest.mark.parametrize("block", WALKTHROUGHS, ids=lambda b: b.where)
+def test_a_walkthrough_first_says_how_to_get_the_pivotal_command(block: Block) -> None:
+    """Between the heading it comes under and the commands themselves."""
+    text = (ROOT / block.file).read_text().splitlines()
+    before = "\n".join(text[max(block.heading - 1, 0) : block.line - 1])
+    assert "`. .venv/bin/activate`" in before, block.where
+    assert "pip install -e /path/to/pivotal" in before, block.where
 
 
 APP_SPEC = re.compile(r'--app(?:\s+|", ")([\w.]+:\w+)')
 PLACEHOLDERS = {"module:attribute", "mypkg.app:app"}
 
 
-def test_every_app_the_readme_names_for_the_first_catalogue_loads(shop: Path) -> None:
-    named = set(APP_SPEC.findall(README.read_text()))
+def test_every_app_the_manual_names_for_the_first_catalogue_loads(shop: Path) -> None:
+    named = set(APP_SPEC.findall(manual()))
     assert "shop:app" not in named  # the example module has create_app, not app
     ours = named - PLACEHOLDERS
     assert ours == {"shop:create_app"}, ours
@@ -215,18 +242,18 @@ def test_every_app_the_readme_names_for_the_first_catalogue_loads(shop: Path) ->
 
 
 def test_serve_and_mcp_are_among_the_commands_that_need_an_app() -> None:
-    readme = README.read_text()
-    start = readme.index("**Which app.**")
-    which = " ".join(readme[start : readme.index("\n\n", start)].split())
+    text = page("how-to/command-line.md")
+    start = text.index("**Which app.**")
+    which = " ".join(text[start : text.index("\n\n", start)].split())
     listed = which[which.index("Every command that writes") :]
     for command in ("`serve`", "`mcp`", "`submit`", "`worker`", "`plan --submit/--run`"):
         assert command in listed, command
 
 
 def test_the_chaos_table_abbreviations_are_explained() -> None:
-    readme = README.read_text()
+    text = page("how-to/test-your-catalogue.md")
     for short, meaning in LEGEND.items():
-        assert f"| `{short}` | {meaning} |" in readme, short
+        assert f"| `{short}` | {meaning} |" in text, short
 
 
 def commands(block: Block) -> Iterator[str]:
@@ -235,9 +262,10 @@ def commands(block: Block) -> Iterator[str]:
             yield line
 
 
-def test_the_first_catalogue_walkthrough_runs_command_by_command(shop: Path) -> None:
-    assert WALKTHROUGH.marker == ("run", "examples/first_catalogue")
-    script = list(commands(WALKTHROUGH))
+@pytest.mark.parametrize("block", WALKTHROUGHS, ids=lambda b: b.where)
+def test_the_first_catalogue_walkthrough_runs_command_by_command(block: Block, shop: Path) -> None:
+    assert block.marker == ("run", "examples/first_catalogue")
+    script = list(commands(block))
     assert any("--app shop:create_app" in c for c in script)
     assert any("export PYTHONPATH=." in c for c in script)
     # The commands exactly as written, one after the other in one shell; a line printed
@@ -291,9 +319,9 @@ def test_the_shadow_request_lines_shown_are_read_as_documented() -> None:
     assert requests[0].request_id == "email-4471"
     assert requests[0].source_document_id == "mailbox/4471.eml"
     assert requests[1].context["quantity"] == 2
-    readme = README.read_text()
+    text = page("how-to/agents.md")
     for field in ("text", "context", "catalogue", "request_id", "source_document_id"):
-        assert f"| `{field}` |" in readme
+        assert f"| `{field}` |" in text
 
 
 def test_the_testing_extra_brings_what_the_chaos_fixture_needs() -> None:
@@ -301,7 +329,7 @@ def test_the_testing_extra_brings_what_the_chaos_fixture_needs() -> None:
     testing = project["optional-dependencies"]["testing"]
     names = {re.split(r"[<>=\[ ]", requirement)[0] for requirement in testing}
     assert names == {"pytest", "pytest-asyncio", "hypothesis"}
-    assert 'pip install "pivotal[testing]"' in README.read_text()
+    assert 'pip install "pivotal[testing]"' in page("how-to/test-your-catalogue.md")
     assert project["entry-points"]["pytest11"]["pivotal"] == "pivotal.testing.plugin"
 
 
