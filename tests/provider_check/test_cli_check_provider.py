@@ -4,13 +4,18 @@ simulations: a sandbox) with the example's sandbox file; and what it refuses."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from manual import page
 from pivotal.cli import cli
-from pivotal.provider_check import Findings
+from pivotal.examples.commerce import CommerceApp, CommerceServices
+from pivotal.provider_check import Findings, StepFindings, drift
 
 ROOT = Path(__file__).parents[2]
 SANDBOX = ROOT / "examples" / "provider_check" / "checkout-sandbox.json"
@@ -112,3 +117,68 @@ def test_a_sandbox_file_that_is_not_one_says_where(runner: CliRunner, tmp_path: 
     code, _, err = check(runner, "--example-app", "--catalogue", "checkout", "--sandbox", str(bad))
     assert code == 2
     assert "steps.charge_payment.arg: Extra inputs are not permitted" in err
+
+
+def test_the_example_test_for_a_teams_ci_passes(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            str(ROOT / "examples" / "provider_check" / "test_sandbox_promises.py"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
+def verdict_rows(text: str) -> list[tuple[str, str, str]]:
+    """(step, promise, verdict) of every row of a check's table, as printed."""
+    rows: list[tuple[str, str, str]] = []
+    step = ""
+    for line in text.splitlines():
+        found = re.match(
+            r"^(\w*)\s+(key, in turn|key, at once|lookup lag|lookup, unmade|key window|"
+            r"undo twice|undo, unmade|cut-off call|refusal)\s+(kept|broken|covered|unknown)\s",
+            line,
+        )
+        if found:
+            step = found.group(1) or step
+            rows.append((step, found.group(2), found.group(3)))
+    return rows
+
+
+def test_the_pages_table_is_what_the_check_prints(runner: CliRunner) -> None:
+    text = page("how-to/check-providers.md")
+    shown = text[text.index("```text\nstep") : text.index("left in the sandbox")]
+    code, out, _ = check(
+        runner, "--example-app", "--catalogue", "checkout", "--sandbox", str(SANDBOX)
+    )
+    assert code == 0
+    assert verdict_rows(out) == verdict_rows(shown)
+    assert len(verdict_rows(out)) == 36
+    assert "no promise it relies on broken" in shown
+
+
+def test_the_pages_warning_is_what_a_worker_says() -> None:
+    services = CommerceServices(":memory:")
+    catalogue = CommerceApp(services).catalogues["checkout"]
+    findings = Findings(
+        catalogue="checkout",
+        checked_at="2026-12-05T03:40:00+00:00",
+        steps={"charge_payment": StepFindings(lookup_lag=2.0)},
+    )
+    [said] = drift(catalogue, findings)
+    folded = " ".join(page("how-to/check-providers.md").split())
+    assert f"WARNING pivotal.worker: w-1: {said}" in folded
+    services.close()

@@ -36,7 +36,8 @@ SHORT = {
     Point.AFTER_UNDO_EFFECT.value: "undo-eff",
     Point.AWAITING_APPROVAL.value: "approval",
 }
-# What each column of the crash-point table means: its caption, and the README's legend.
+# What each column of the crash-point table means: its caption, and the legend on the
+# testing how-to page.
 LEGEND = {
     "none": "no crash",
     "pre-int": "before a step's intent was committed",
