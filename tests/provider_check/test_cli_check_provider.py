@@ -182,3 +182,24 @@ def test_the_pages_warning_is_what_a_worker_says() -> None:
     folded = " ".join(page("how-to/check-providers.md").split())
     assert f"WARNING pivotal.worker: w-1: {said}" in folded
     services.close()
+
+
+def test_a_record_into_a_missing_folder_is_refused_before_any_call(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    code, out, err = check(
+        runner,
+        "--example-app",
+        "--catalogue",
+        "checkout",
+        "--sandbox",
+        str(SANDBOX),
+        "--record",
+        str(tmp_path / "no" / "such" / "f.json"),
+    )
+    assert code == 2
+    assert out == ""
+    assert "its folder does not exist" in err
+    services = CommerceServices(tmp_path / "commerce.db")
+    assert [r for r in services.rows("calls") if "check-" in str(r)] == []
+    services.close()

@@ -13,6 +13,7 @@ from rich.text import Text
 from pivotal.app import load_app
 from pivotal.cli._shared import JsonFlag, WideFlag, dump, err, finite, run, settings_of
 from pivotal.cli._shared import show as print_view
+from pivotal.errors import InvalidInput
 from pivotal.provider_check import CheckReport, Options, SandboxFile, Verdict, check_provider
 from pivotal.render import FittedTable
 from pivotal.terminal import safe_text
@@ -97,6 +98,8 @@ def check_provider_command(
 
     Exit status: 0 when no promise the catalogue relies on was seen broken, 1 otherwise."""
     given = SandboxFile.read(sandbox) if sandbox is not None else None
+    if record is not None and not record.resolve().parent.is_dir():
+        raise InvalidInput(f"--record {record}: its folder does not exist")
     options = Options(budget=budget, wait=wait, poll=min(0.1, wait), window=window)
     settings = settings_of(ctx)
     if app is not None:
@@ -110,13 +113,13 @@ def check_provider_command(
             report = run(
                 check_provider(loaded, catalogue, steps=steps or (), sandbox=given, options=options)
             )
-    if record is not None:
-        report.findings().write(record)
     if as_json:
         dump(report.model_dump(mode="json"))
     else:
         print_view(view(report), wide=wide)
-        if record is not None:
+    if record is not None:  # after the report is out: a failed write loses nothing shown
+        report.findings().write(record)
+        if not as_json:
             err.print(Text("recorded in ") + safe_text(str(record)))
     if report.broken:
         raise typer.Exit(1)
