@@ -36,6 +36,7 @@ TABLES = {  # the commands that print a table, or a view made of tables
     "shadow show",
     "plan",
     "execute",
+    "check-provider",
 }
 OPTIONS = {" ".join(path): {o for p in c.params for o in p.opts} for path, c in commands()}
 
