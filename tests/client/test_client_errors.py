@@ -3,6 +3,7 @@ the class of its code, what is sent again after which failure, and how long it w
 
 from __future__ import annotations
 
+import inspect
 import json
 import pickle
 import subprocess
@@ -181,6 +182,7 @@ def test_the_root_s_code_is_a_plain_api_error() -> None:
 
 
 SERVER_ERRORS = """
+import inspect
 import json
 import pivotal.server.app
 from pivotal.errors import PivotalError
@@ -548,3 +550,21 @@ def test_a_list_whose_next_offset_goes_back_is_an_unexpected_reply() -> None:
     with client(handle) as c, pytest.raises(UnexpectedReply, match="earlier page"):
         c.escalations()
     assert len(seen) == 1
+
+
+def test_both_clients_offer_the_same_calls_with_the_same_parameters() -> None:
+    def calls_of(kind: type[Any]) -> dict[str, inspect.Signature]:
+        return {
+            name: inspect.signature(member)
+            for name, member in vars(kind).items()
+            if callable(member) and not name.startswith("_") and name not in ("close", "aclose")
+        }
+
+    sync, asynchronous = calls_of(Client), calls_of(AsyncClient)
+    assert sync.keys() == asynchronous.keys()
+    for name, signature in sync.items():
+        assert list(signature.parameters) == list(asynchronous[name].parameters), name
+        assert signature.return_annotation.replace("Iterator", "AsyncIterator") == (
+            asynchronous[name].return_annotation
+        ), name
+    assert {"resume", "resolve", "dead_letters", "retry_dead_letter", "fork"} <= sync.keys()
