@@ -16,6 +16,7 @@ from pivotal.examples.commerce import create_app
 from pivotal.principals import Role, hash_token
 
 TOKEN = "pvt_browser_reader"
+BOUND = 30_000  # ms: a safety net against a hang while the bundle loads, never measured
 
 
 async def _reader(ledger: Path) -> None:
@@ -49,9 +50,9 @@ def test_the_reference_renders_every_operation_from_this_server_alone(
         # authenticating proxy in front of the server would let it in
         page.set_extra_http_headers(bearer)
         page.goto(f"{url}/docs")
-        expect(page.locator(".information-container .title")).to_contain_text("Pivotal")
-        paths = page.locator(".opblock-summary-path")
-        expect(paths).to_have_count(operations)
+        title = page.locator(".information-container .title")
+        expect(title).to_contain_text("Pivotal", timeout=BOUND)
+        expect(page.locator(".opblock-summary-path")).to_have_count(operations, timeout=BOUND)
         expect(page.locator('.opblock-summary-path[data-path="/v1/sagas"]').first).to_be_visible()
         expect(page.get_by_role("button", name="Authorize")).to_be_visible()  # bearer tokens
         assert problems == []  # no script, style or request refused by the policy
