@@ -4,6 +4,7 @@ would, in this process, over the same ledger, and plans of the example's orders.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
@@ -12,20 +13,38 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from typer.testing import CliRunner
 
 from pivotal import Orchestrator, SagaState, SQLiteStore
 from pivotal.cli import cli
+from pivotal.client import AsyncClient, Client
 from pivotal.examples.commerce import create_app
 from pivotal.saga_scope import namespace
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"
 ROLES = {"bot": "agent", "alice": "approver", "olga": "operator", "vera": "viewer"}
+T = TypeVar("T")
+AnyClient = Client | AsyncClient
+Connect = Callable[..., AnyClient]  # conftest.connect: a client of a principal of ROLES
+
+
+async def done(value: T | Awaitable[T]) -> T:
+    """The answer of a call of either client (the synchronous one's has come already)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+async def every(rows: Iterator[T] | AsyncIterator[T]) -> list[T]:
+    if isinstance(rows, Iterator):
+        return list(rows)
+    return [row async for row in rows]
 
 
 def free_port() -> int:

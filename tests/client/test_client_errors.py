@@ -3,11 +3,13 @@ the class of its code, what is sent again after which failure, and how long it w
 
 from __future__ import annotations
 
+import inspect
 import json
 import pickle
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -15,6 +17,7 @@ import pytest
 
 from pivotal import (
     FourEyesError,
+    InvalidInput,
     PivotalError,
     PlanRejected,
     RolloutShadowed,
@@ -27,11 +30,13 @@ from pivotal.client import (
     Client,
     ClientError,
     OutcomeUnknown,
+    RateLimited,
     ServerUnreachable,
     UnexpectedReply,
     error_class,
 )
-from pivotal.client._calls import Backoff
+from pivotal.client import _calls as calls
+from pivotal.client._calls import Attempts, Backoff
 from pivotal.saga_actions import SagaNotAbortable
 from pivotal.server.errors import Forbidden, Unauthorized
 from pivotal.validation import ErrorCode
@@ -108,9 +113,10 @@ def test_an_unknown_code_keeps_its_code_and_an_unknown_401_is_unauthorized() -> 
         assert raised.value.code == "teapot"
         assert raised.value.status == 418
         assert type(raised.value).__mro__[1] is ApiError  # no class of Pivotal's
-        with pytest.raises(ApiError) as raised:
+        with pytest.raises(RateLimited) as limited:  # Pivotal's own 429: bad credentials
             c.get("x")
-        assert raised.value.code == "too_many_failures"
+        assert limited.value.code == "too_many_failures"
+        assert isinstance(limited.value, ApiError)
     handle, _ = answering(error(401, "token_expired"), error(403, "forbidden"))
     with client(handle) as c:
         with pytest.raises(Unauthorized) as unauthorized:
@@ -176,6 +182,7 @@ def test_the_root_s_code_is_a_plain_api_error() -> None:
 
 
 SERVER_ERRORS = """
+import inspect
 import json
 import pivotal.server.app
 from pivotal.errors import PivotalError
@@ -335,3 +342,229 @@ async def test_the_async_client_sends_again_as_the_client_does() -> None:
         with pytest.raises(SagaNotFound):
             await c.get("nope")
     assert len(seen) == 2
+
+
+# -- 502, 503, 504 and 429: one rule of what is sent again ----------------------------------
+
+GATEWAY = [httpx.Response(502, text="<html>Bad Gateway</html>"), httpx.Response(504, text="late")]
+SAGA = {"saga_id": "s-1", "status": "submitted", "version": 1, "reason": None, "approval": None}
+SAGA |= {"catalogue": "c", "plan_digest": "d", "created_at": 1.0, "updated_at": 1.0}
+SAGA |= {"provenance": {}, "provenance_ref": "p", "rationale": "", "plan": {}, "steps": []}
+SAGA |= {"progress": {}, "no_worker": None, "events": []}
+
+
+@pytest.mark.parametrize("status", [502, 503, 504])
+def test_a_proxy_s_502_or_504_is_sent_again_as_a_503_is(status: int) -> None:
+    handle, seen = answering(
+        httpx.Response(status, text="upstream"), httpx.Response(200, json=SAGA)
+    )
+    with client(handle) as c:
+        assert c.get("s-1").saga_id == "s-1"
+    assert len(seen) == 2
+    submitted = OUTCOME | {"created": True}
+    handle, seen = answering(*GATEWAY, httpx.Response(200, json=submitted))
+    with client(handle) as c:
+        assert c.submit({"catalogue": "c", "steps": []}).created is True
+    assert len(seen) == 3
+    assert len({r.url.params["saga_id"] for r in seen}) == 1  # the same saga, each time
+
+
+# calls sent again only when nothing was sent
+SENT_ONCE: dict[str, Callable[[Client], Any]] = {
+    "approve": lambda c: c.approve("s-1", version=1),
+    "abort": lambda c: c.abort("s-1", reason="stop"),
+    "resume": lambda c: c.resume("s-1", reason="fixed"),
+    "resolve": lambda c: c.resolve("s-1", reason="settled by hand"),
+    "retry_dead_letter": lambda c: c.retry_dead_letter(7),
+    "resolve_escalation": lambda c: c.resolve_escalation(3, reason="planned by hand"),
+}
+
+
+@pytest.mark.parametrize("status", [502, 504])
+def test_a_decision_answered_502_or_504_is_not_sent_again(status: int) -> None:
+    """A proxy may have passed it on before its upstream failed: it was sent."""
+    for act, sent in SENT_ONCE.items():
+        handle, seen = answering(httpx.Response(status, text="gateway"), httpx.Response(200))
+        with client(handle) as c, pytest.raises(ApiError) as raised:
+            sent(c)
+        assert raised.value.status == status, act
+        assert raised.value.code == "http_error"
+        assert len(seen) == 1, act
+
+
+def test_the_502s_are_bounded_by_the_retries() -> None:
+    handle, seen = answering(httpx.Response(502, text="down"))
+    with client(handle, retries=2) as c, pytest.raises(ApiError) as raised:
+        c.events("s-1")
+    assert raised.value.status == 502
+    assert len(seen) == 3
+
+
+def limited(after: str | None = None, code: str = "too_many_requests") -> httpx.Response:
+    headers = {"Retry-After": after} if after is not None else {}
+    body = {"error": {"code": code, "message": "slow down"}}
+    return httpx.Response(429, json=body, headers=headers)
+
+
+def test_a_429_is_rate_limited_with_the_wait_it_asked() -> None:
+    handle, seen = answering(limited("30"))
+    with client(handle) as c, pytest.raises(RateLimited) as raised:
+        c.get("s-1")  # 30 s is past max_backoff (5 s): raised at once, not waited
+    assert len(seen) == 1
+    exc = raised.value
+    assert exc.retry_after == 30.0
+    assert (exc.status, exc.code, exc.message) == (429, "too_many_requests", "slow down")
+    assert isinstance(exc, ApiError)
+    assert isinstance(exc, ClientError)
+    again = pickle.loads(pickle.dumps(exc))
+    assert isinstance(again, RateLimited)
+    assert (again.retry_after, again.code, again.status) == (30.0, "too_many_requests", 429)
+    handle, _ = answering(httpx.Response(429, text="<html>Too Many Requests</html>"))
+    with client(handle) as c, pytest.raises(RateLimited) as page:  # a proxy's page
+        c.get("s-1")
+    assert (page.value.code, page.value.retry_after, page.value.body) == ("http_error", None, None)
+
+
+def test_a_429_is_waited_out_for_a_call_sent_again_and_raised_for_a_decision() -> None:
+    handle, seen = answering(limited("0"), limited(), httpx.Response(200, json=SAGA))
+    with client(handle) as c:
+        assert c.get("s-1").saga_id == "s-1"
+    assert len(seen) == 3
+    handle, seen = answering(limited("0"))
+    with client(handle, retries=2) as c, pytest.raises(RateLimited) as raised:
+        c.validate({"catalogue": "c", "steps": []})
+    assert len(seen) == 3  # the retries bound it
+    assert raised.value.retry_after == 0.0
+    for act, sent in SENT_ONCE.items():
+        handle, seen = answering(limited("0"), httpx.Response(200, json=OUTCOME))
+        with client(handle) as c, pytest.raises(RateLimited):
+            sent(c)
+        assert len(seen) == 1, act
+
+
+def test_the_wait_before_a_429_s_next_attempt_is_what_it_asked_within_the_cap() -> None:
+    call = calls.saga("s-1")
+    request = httpx.Request("GET", "http://pivotal.test/v1/sagas/s-1")
+
+    def answered(response: httpx.Response, backoff: Backoff) -> float | None:
+        response.request = request
+        return Attempts(call, backoff).answered(response)
+
+    patient = Backoff(retries=3, base=0.0, cap=10.0)
+    assert answered(limited("7"), patient) == 7.0
+    assert answered(limited("11"), patient) is None  # past the cap: raised, not waited
+    assert answered(limited(), patient) == 0.0  # none asked: the backoff's own
+    assert answered(httpx.Response(503, headers={"Retry-After": "30"}), patient) == 10.0
+    soon = (datetime.now(UTC) + timedelta(seconds=120)).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    assert answered(limited(soon), patient) is None  # an HTTP-date two minutes ahead
+    decided = calls.decision("s-1", "approve", 1, "")
+    assert Attempts(decided, patient).answered(limited("1")) is None
+
+
+def test_retry_after_reads_seconds_and_http_dates() -> None:
+    def asked(value: str) -> float | None:
+        return calls.retry_after(httpx.Response(429, headers={"Retry-After": value}))
+
+    assert asked("120") == 120.0
+    assert asked(" 3 ") == 3.0
+    assert asked("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # passed
+    ahead = asked((datetime.now(UTC) + timedelta(hours=1)).strftime("%a, %d %b %Y %H:%M:%S GMT"))
+    assert ahead is not None
+    assert 3000 < ahead <= 3600
+    for nonsense in ("soon", "-1", "1.5", "", "Wed, 21 Oct 2015 07:28:00"):
+        assert asked(nonsense) is None, nonsense
+
+
+# -- the operators' calls: paths, bodies, bad input ---------------------------------------
+
+DEAD = {"id": 7, "saga_id": "s-1", "step": 0, "step_name": "reserve", "undo_key": "k"}
+DEAD |= {"error": None, "attempts": 1, "status": "open", "created_at": 1.0, "retries": 0}
+DEAD |= {"next_retry_at": None, "resolved_at": None, "resolution": None}
+
+
+def test_the_operators_calls_send_what_their_routes_take() -> None:
+    pages = [
+        {"items": [DEAD], "limit": 1, "offset": 0, "next_offset": 1},
+        {"items": [DEAD | {"id": 8}], "limit": 1, "offset": 1, "next_offset": None},
+    ]
+    retried = {"dead_letter_id": 7, "status": "open", "next_retry_at": 1.0, "noted": True}
+    handle, seen = answering(
+        *(httpx.Response(200, json=p) for p in pages),
+        httpx.Response(202, json=retried),
+        httpx.Response(200, json={"dead_letter_id": 7, "status": "resolved", "by": "olga"}),
+        httpx.Response(200, json=OUTCOME),
+        httpx.Response(200, json=OUTCOME),
+        httpx.Response(200, json=OUTCOME),
+        httpx.Response(201, json=OUTCOME | {"forked_from": "s-1"}),
+    )
+    with client(handle) as c:
+        letters = c.dead_letters(status="all", page_size=1)
+        assert [d.id for d in letters] == [7, 8]
+        assert c.retry_dead_letter(7).noted is True
+        assert c.resolve_dead_letter(7, reason="refunded by hand").by == "olga"
+        c.resume("s/1", reason="fixed", from_step="charge")
+        c.resume("s-1", reason="fixed")
+        c.resolve("s-1", reason="settled")
+        c.fork("s-1", changes={"0.quantity": 1}, reason="fewer")
+    assert [(r.method, r.url.raw_path) for r in seen] == [
+        ("GET", b"/v1/dead-letters?offset=0&limit=1&status=all"),
+        ("GET", b"/v1/dead-letters?offset=1&limit=1&status=all"),
+        ("POST", b"/v1/dead-letters/7/retry"),
+        ("POST", b"/v1/dead-letters/7/resolve"),
+        ("POST", b"/v1/sagas/s%2F1/resume"),
+        ("POST", b"/v1/sagas/s-1/resume"),
+        ("POST", b"/v1/sagas/s-1/resolve"),
+        ("POST", b"/v1/sagas/s-1/fork"),
+    ]
+    bodies = [json.loads(r.content) if r.content else None for r in seen]
+    assert bodies[2:] == [
+        None,
+        {"reason": "refunded by hand"},
+        {"reason": "fixed", "from": "charge"},
+        {"reason": "fixed"},
+        {"reason": "settled"},
+        {"set": {"0.quantity": 1}, "reason": "fewer"},
+    ]
+
+
+def test_bad_input_is_refused_before_anything_is_sent() -> None:
+    handle, seen = answering(httpx.Response(200, json={}))
+    with client(handle) as c:
+        for bad in (0, -3, True, "7", 7.0):
+            with pytest.raises(InvalidInput, match="whole number from 1"):
+                c.retry_dead_letter(bad)  # type: ignore[arg-type]
+            with pytest.raises(InvalidInput, match="whole number from 1"):
+                c.resolve_escalation(bad, reason="r")  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="open, resolved or all"):
+            c.dead_letters(status="closed")  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="at least one change"):
+            c.fork("s-1", changes={}, reason="nothing")
+        with pytest.raises(InvalidInput, match="saga id is needed"):
+            c.resume("", reason="r")
+    assert seen == []
+
+
+def test_a_list_whose_next_offset_goes_back_is_an_unexpected_reply() -> None:
+    page = {"items": [], "limit": 1, "offset": 3, "next_offset": 0}
+    handle, seen = answering(httpx.Response(200, json=page))
+    with client(handle) as c, pytest.raises(UnexpectedReply, match="earlier page"):
+        c.escalations()
+    assert len(seen) == 1
+
+
+def test_both_clients_offer_the_same_calls_with_the_same_parameters() -> None:
+    def calls_of(kind: type[Any]) -> dict[str, inspect.Signature]:
+        return {
+            name: inspect.signature(member)
+            for name, member in vars(kind).items()
+            if callable(member) and not name.startswith("_") and name not in ("close", "aclose")
+        }
+
+    sync, asynchronous = calls_of(Client), calls_of(AsyncClient)
+    assert sync.keys() == asynchronous.keys()
+    for name, signature in sync.items():
+        assert list(signature.parameters) == list(asynchronous[name].parameters), name
+        assert signature.return_annotation.replace("Iterator", "AsyncIterator") == (
+            asynchronous[name].return_annotation
+        ), name
+    assert {"resume", "resolve", "dead_letters", "retry_dead_letter", "fork"} <= sync.keys()

@@ -5,18 +5,15 @@ a submission that outlives a lost answer or a restart of the server, recorded on
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
 
 import httpx
 import pytest
-from live_server import Served, checkout
+from live_server import Connect, Served, checkout, done, every
 
 from commerce_plans import approval_plan
 from pivotal import (
@@ -37,39 +34,6 @@ from pivotal.server.errors import Forbidden, Unauthorized
 from pivotal.validation import ErrorCode
 
 ROOT = Path(__file__).parents[2]
-T = TypeVar("T")
-AnyClient = Client | AsyncClient
-Connect = Callable[..., AnyClient]
-
-
-async def done(value: T | Awaitable[T]) -> T:
-    """The answer of a call of either client (the synchronous one's has come already)."""
-    if inspect.isawaitable(value):
-        return await value
-    return value
-
-
-async def every(rows: Iterator[T] | AsyncIterator[T]) -> list[T]:
-    if isinstance(rows, Iterator):
-        return list(rows)
-    return [row async for row in rows]
-
-
-@pytest.fixture(params=["sync", "async"])
-async def connect(request: pytest.FixtureRequest, served: Served) -> AsyncIterator[Connect]:
-    """``connect(name)``: a client (of the kind the test runs with) with that principal's
-    token; closed at the end."""
-    made: list[AnyClient] = []
-
-    def make(name: str | None = None, **options: Any) -> AnyClient:
-        token = served.tokens.get(name or "", name)
-        kind = Client if request.param == "sync" else AsyncClient
-        made.append(kind(served.url, token=token, **options))
-        return made[-1]
-
-    yield make
-    for c in made:
-        await done(c.aclose() if isinstance(c, AsyncClient) else c.close())
 
 
 async def test_submit_get_and_events(served: Served, connect: Connect) -> None:

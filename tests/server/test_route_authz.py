@@ -7,10 +7,10 @@ so does a row for a route that no longer exists. For every row, every role and a
 bad and a revoked credential, ``test_each_route_answers_as_its_row_says`` checks the class
 of the answer:
 
-* ``token`` (the API, ``/metrics``, ``/openapi.json``: a bearer token): an allowed role gets
-  neither 401 nor 403 (a dummy id's 404, a 409 or a 422 is fine), any other role 403
-  ``forbidden``; no token, a bad one or a revoked one 401 ``unauthorized``. Admin may do
-  everything.
+* ``token`` (the API, ``/metrics``, ``/openapi.json`` and its page ``/docs``: a bearer token):
+  an allowed role gets neither 401 nor 403 (a dummy id's 404, a 409 or a 422 is fine), any
+  other role 403 ``forbidden``; no token, a bad one or a revoked one 401 ``unauthorized``.
+  Admin may do everything.
 * ``session`` (the pages under ``/ui``: a session cookie from the login form): an allowed
   role gets neither 401 nor 403 nor the login redirect, any other role 403; no session, a
   forged session cookie or the session of a revoked token is redirected to the login page
@@ -26,7 +26,7 @@ The roles are those of the role table of the manual's serving page
 catalogues; approvers, operators and viewers read; approvers decide pivots;
 operators settle dead letters, escalations and parked sagas; only operators and viewers read
 the weekly report (``GET /v1/report``); every person (not an agent) keeps saved searches of
-their own; any role may scrape ``/metrics`` and read ``/openapi.json``.
+their own; any role may scrape ``/metrics`` and read ``/openapi.json`` and its page ``/docs``.
 """
 
 from __future__ import annotations
@@ -111,6 +111,9 @@ TABLE: dict[tuple[str, str], Row] = {
     ("POST", "/ui/login"): Row("login", EVERYONE - {AGENT}, (Call(LOGIN),)),
     # -- the API, by bearer token ---------------------------------------------------------
     ("GET", "/openapi.json"): token(EVERYONE, "/openapi.json"),
+    # the document's page (Swagger UI) and its assets: the document's rule (gate.SPEC_PATHS)
+    ("GET", "/docs"): token(EVERYONE, "/docs"),
+    ("GET", "/docs/assets/{name}"): token(EVERYONE, "/docs/assets/swagger-ui-bundle.js"),
     ("GET", "/metrics"): token(EVERYONE, "/metrics"),
     ("POST", "/v1/plans/validate"): token({AGENT}, "/v1/plans/validate", plan_body()),
     ("POST", "/v1/sagas"): token({AGENT}, "/v1/sagas?saga_id=authz-{role}", plan_body()),

@@ -131,7 +131,8 @@ def serve(
     create: Create = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Serve the HTTP API (OpenAPI at /openapi.json); workers run the sagas.
+    """Serve the HTTP API (OpenAPI at /openapi.json, Swagger UI at /docs); workers run the
+    sagas.
 
     Every call but /healthz and /readyz needs a bearer token from `pivotal tokens create`.
     """

@@ -8,7 +8,8 @@ Which calls are sent again after which failures: ``pivotal.client._calls``.
 
 An error answer is raised as the ``PivotalError`` subclass of its code (``SagaNotFound``,
 ``PlanRejected``, ``Unauthorized``, ...) that is also an ``ApiError`` (``status``, ``body``);
-a code this version does not know, as a plain ``ApiError`` with that ``code``. No answer:
+a code this version does not know, as a plain ``ApiError`` with that ``code``; a 429 as
+``RateLimited``, with the seconds its ``Retry-After`` asked (``retry_after``). No answer:
 ``ServerUnreachable`` (nothing was sent) or ``OutcomeUnknown`` (it may have been carried
 out); an answer that makes no sense, ``UnexpectedReply``. All are ``ClientError``s.
 
@@ -22,6 +23,7 @@ from pivotal.client._errors import (
     ApiError,
     ClientError,
     OutcomeUnknown,
+    RateLimited,
     ServerUnreachable,
     UnexpectedReply,
     error_class,
@@ -35,6 +37,7 @@ __all__ = [
     "ApiError",
     "ClientError",
     "OutcomeUnknown",
+    "RateLimited",
     "ServerUnreachable",
     "UnexpectedReply",
     "error_class",

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
-from typing import Self, Unpack
+from typing import Any, Self, TypeVar, Unpack
 
 import httpx
 
 from pivotal import saga_ids
 from pivotal.agent_view import SagaView as AgentSagaView
 from pivotal.client import _calls as calls
-from pivotal.client._calls import Attempts, Backoff, PlanLike, SagaFilters
+from pivotal.client._calls import Attempts, Backoff, Listed, PlanLike, SagaFilters
 from pivotal.client._errors import UnexpectedReply
 from pivotal.server import views
+
+R = TypeVar("R")
 
 
 class AsyncClient:
@@ -22,11 +25,14 @@ class AsyncClient:
     A client of ``pivotal serve`` at ``base_url``, calling as the principal of ``token``
     (``pivotal tokens create``).
 
-    Reads, validations, submissions and reruns are sent again after a transport error or a
-    503, ``retries`` times at most, waiting ``backoff`` seconds and twice as long each time
-    (at most ``max_backoff``, with jitter); decisions and aborts only when nothing was
-    sent. An error answer is raised as the ``PivotalError`` of its code (``ApiError``);
-    no answer, as ``ServerUnreachable`` or ``OutcomeUnknown``. ``transport``: httpx's, in
+    Reads, validations, submissions, reruns and forks are sent again after a transport
+    error, a 502, 503 or 504, or a 429 whose ``Retry-After`` asks at most ``max_backoff``,
+    ``retries`` times at most, waiting ``backoff`` seconds and twice as long each time (at
+    most ``max_backoff``, with jitter; longer when ``Retry-After`` asks); decisions, aborts
+    and what operators settle (resume, resolve, dead letters, escalations) only when
+    nothing was sent. An error answer is raised as the ``PivotalError`` of its code
+    (``ApiError``; a 429 that is not sent again, ``RateLimited``); no answer, as
+    ``ServerUnreachable`` or ``OutcomeUnknown``. ``transport``: httpx's, in
     place of the network (tests). Close it (``aclose``), or use it as an async context manager."""
 
     def __init__(
@@ -77,6 +83,21 @@ class AsyncClient:
             if wait is None:
                 return response
             await asyncio.sleep(wait)
+
+    async def _pages(
+        self, page_of: Callable[[int], calls.Call], model: type[views.Page[R]]
+    ) -> list[R]:
+        """Every item of a list the API pages by offset: ``page_of(offset)`` is the call of
+        the page from ``offset``."""
+        found: list[R] = []
+        offset: int | None = 0
+        while offset is not None:
+            page = calls.read(model, await self._send(page_of(offset)))
+            found.extend(page.items)
+            if page.next_offset is not None and page.next_offset <= offset:
+                raise UnexpectedReply("the server gave an earlier page's offset as the next")
+            offset = page.next_offset
+        return found
 
     # -- plans and sagas (an agent submits them; people read them too) -----------------------
 
@@ -133,15 +154,10 @@ class AsyncClient:
 
     async def approvals(self, *, page_size: int | None = None) -> list[views.PendingRow]:
         """Every pivot waiting for a decision, oldest first, with the ``version`` to decide
-        on."""
-        found: list[views.PendingRow] = []
-        offset: int | None = 0
-        while offset is not None:
-            call = calls.approvals(page_size, offset)
-            page = calls.read(views.Page[views.PendingRow], await self._send(call))
-            found.extend(page.items)
-            offset = page.next_offset
-        return found
+        on. The API pages them by offset: a pivot decided while the pages are read moves
+        the later ones up, and one of them is then missed until the next call."""
+        page_of = functools.partial(calls.approvals, page_size)
+        return await self._pages(page_of, views.Page[views.PendingRow])
 
     async def approve(self, saga_id: str, *, version: int, reason: str = "") -> views.Outcome:
         """Approve the saga's pivot, decided on saga ``version`` (``VersionConflict`` when it
@@ -167,3 +183,68 @@ class AsyncClient:
         answer's ``saga_id``; asking again answers the same one). ``SagaNotRerunnable``
         for any other saga."""
         return calls.read(views.Outcome, await self._send(calls.rerun(saga_id)))
+
+    async def fork(self, saga_id: str, *, changes: Mapping[str, Any], reason: str) -> views.Outcome:
+        """The plan of a finished saga with arguments changed (``changes``: ``{"STEP.ARGUMENT":
+        value}``, STEP a call's index from 0 or the name of a step the plan calls once),
+        submitted as a new saga (its id: the answer's ``saga_id``), approved anew and not
+        by its forker. The same request again answers the same fork. ``SagaNotForkable``
+        for a saga not finished; ``PlanRejected`` for changes that do not validate."""
+        call = calls.fork(saga_id, changes, reason)
+        return calls.read(views.Outcome, await self._send(call))
+
+    # -- what operators settle: parked sagas, dead letters, escalations ---------------------
+
+    async def resume(
+        self, saga_id: str, *, reason: str, from_step: int | str | None = None
+    ) -> views.Outcome:
+        """A saga parked ``needs_human`` whose cause was fixed goes on (a worker runs it),
+        with the same keys. ``from_step`` (a step's index from 0, or its name): it goes on
+        at that step, the steps before it that had not succeeded declared settled by hand
+        by the token's principal (``ResumeFromRefused``, nothing recorded, when the saga
+        machine does not allow it). ``SagaNotParked`` for a saga not parked."""
+        call = calls.resume(saga_id, reason, from_step)
+        return calls.read(views.Outcome, await self._send(call))
+
+    async def resolve(self, saga_id: str, *, reason: str) -> views.Outcome:
+        """A saga parked ``needs_human`` was settled outside Pivotal: it ends ``resolved``.
+        ``SagaNotParked`` for a saga not parked."""
+        call = calls.resolve(saga_id, reason)
+        return calls.read(views.Outcome, await self._send(call))
+
+    async def dead_letters(
+        self, *, status: Listed = "open", page_size: int | None = None
+    ) -> list[views.DeadLetterRow]:
+        """Every dead letter (an undo that could not run) of ``status`` (``open``,
+        ``resolved`` or ``all``), oldest first. Paged by offset, as ``approvals``."""
+        page_of = functools.partial(calls.dead_letters, status, page_size)
+        return await self._pages(page_of, views.Page[views.DeadLetterRow])
+
+    async def retry_dead_letter(self, dead_letter_id: int) -> views.Retried:
+        """Make the open dead letter's undo due now: a worker's sweep retries it with its undo
+        key (``noted`` false: the saga kept changing and who asked is not noted on it).
+        ``DeadLetterNotFound`` for no open letter of that id."""
+        call = calls.retry_dead_letter(dead_letter_id)
+        return calls.read(views.Retried, await self._send(call))
+
+    async def resolve_dead_letter(self, dead_letter_id: int, *, reason: str) -> views.Resolved:
+        """Record that the token's principal settled the open dead letter's undo by hand,
+        and why. ``DeadLetterNotFound`` for no open letter of that id."""
+        call = calls.resolve_dead_letter(dead_letter_id, reason)
+        return calls.read(views.Resolved, await self._send(call))
+
+    async def escalations(
+        self, *, status: Listed = "open", page_size: int | None = None
+    ) -> list[views.EscalationRow]:
+        """Every escalation (a request no planner could turn into a valid plan) of
+        ``status``, newest first. Paged by offset, as ``approvals``."""
+        page_of = functools.partial(calls.escalations, status, page_size)
+        return await self._pages(page_of, views.Page[views.EscalationRow])
+
+    async def resolve_escalation(
+        self, escalation_id: int, *, reason: str, saga_id: str | None = None
+    ) -> views.EscalationRow:
+        """Close the open escalation, with the token's principal and ``reason`` (and the saga
+        a person started to settle it). ``EscalationNotFound``, ``EscalationClosed``."""
+        call = calls.resolve_escalation(escalation_id, reason, saga_id)
+        return calls.read(views.EscalationRow, await self._send(call))

@@ -2,19 +2,31 @@
 with its method, query and body, and after which failures it may be sent again; how long to
 wait before the next attempt; and what each answer is read as.
 
-Sent again (``Resend.ALWAYS``) after a transport error or a 503: the reads, the validation
-of a plan (it records nothing), a submission (idempotent by its saga id, which the client
-fixes before the first attempt) and a rerun (one rerun per saga: asking again answers the
-same one). A decision (approve, reject) and an abort are not: a second one after the first
-landed would be refused (409: the saga moved on) though the first was carried out. They are
-sent again only when no connection was made, so nothing was sent (``Resend.UNSENT``)."""
+Sent again (``Resend.ALWAYS``) after a transport error or an answer of ``RETRIED_STATUS``
+(503 from the server or a proxy, 502 and 504 from a proxy whose upstream failed or was
+late: the call may or may not have reached the server): the reads, the validation of a
+plan (it records nothing), a submission (idempotent by its saga id, which the client fixes
+before the first attempt), a rerun (one rerun per saga: asking again answers the same one)
+and a fork (the same request answers the same fork). A decision (approve, reject), an
+abort, a resume or resolve of a parked saga, and a retry or resolve of a dead letter or an
+escalation are not: a second one after the first landed would be refused (409 or 404: the
+saga or the letter moved on) though the first was carried out. They are sent again only
+when no connection was made, so nothing was sent (``Resend.UNSENT``).
+
+A 429 (``RateLimited``: too many calls, or from Pivotal itself too many failed credentials
+from this client) is waited out and sent again like a 503, for the calls sent again after
+one, when its ``Retry-After`` asks no longer than the longest wait between attempts
+(``Backoff.cap``, the client's ``max_backoff``): a longer one, or any 429 of a call that is
+not sent again, is raised at once, its ``retry_after`` saying how long it asked."""
 
 from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from enum import Enum
 from typing import Any, Literal, TypedDict, TypeVar
 from urllib.parse import quote
@@ -44,7 +56,10 @@ NOT_SENT: tuple[type[httpx.TransportError], ...] = (
     httpx.ConnectTimeout,
     httpx.PoolTimeout,
 )
-RETRIED_STATUS = 503  # the server is overloaded (uvicorn's limit) or its ledger is unreachable
+# 503: the server is overloaded (uvicorn's limit) or its ledger is unreachable, or a proxy
+# has no server to send to; 502, 504: a proxy's upstream failed, or did not answer in time
+RETRIED_STATUS = frozenset({502, 503, 504})
+RATE_LIMITED = 429  # waited out as they are, when Retry-After asks no more than Backoff.cap
 
 
 class SagaFilters(TypedDict, total=False):
@@ -73,7 +88,7 @@ class SagaFilters(TypedDict, total=False):
 
 
 class Resend(Enum):
-    ALWAYS = "always"  # after a transport error or a 503
+    ALWAYS = "always"  # after a transport error, a RETRIED_STATUS or a 429 (RATE_LIMITED)
     UNSENT = "unsent"  # only when nothing was sent
 
 
@@ -133,14 +148,18 @@ class Attempts:
     def answered(self, response: httpx.Response) -> float | None:
         """None: ``response`` is the call's answer; else the wait before the next attempt."""
         self.made += 1
-        self.sent = True  # it reached the server (a 503 may come after a write, or not)
+        self.sent = True  # it reached the server, or a proxy that may have passed it on
+        status = response.status_code
         if (
-            response.status_code != RETRIED_STATUS
+            (status not in RETRIED_STATUS and status != RATE_LIMITED)
             or self.call.resend is not Resend.ALWAYS
             or self.made > self.backoff.retries
         ):
             return None
-        return self.backoff.delay(self.made, _retry_after(response))
+        asked = retry_after(response)
+        if status == RATE_LIMITED and asked is not None and asked > self.backoff.cap:
+            return None  # longer than this client waits between attempts: RateLimited now
+        return self.backoff.delay(self.made, asked)
 
     def _gave_up(self, failure: httpx.TransportError) -> ClientError:
         tried = f"{self.call.what}: {type(failure).__name__}: {failure}"
@@ -156,9 +175,20 @@ class Attempts:
         )
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    given = response.headers.get("retry-after", "")
-    return float(given) if given.isdigit() else None
+def retry_after(response: httpx.Response) -> float | None:
+    """The seconds ``response``'s ``Retry-After`` asks to wait (delay-seconds, or an
+    HTTP-date: the time until it, 0 once it has passed); None without one or for one that
+    is neither."""
+    given = response.headers.get("retry-after", "").strip()
+    if given.isdigit():
+        return float(given)
+    try:
+        until = parsedate_to_datetime(given)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if until.tzinfo is None:  # not an HTTP-date (they are GMT), though parsed
+        return None
+    return max(0.0, until.timestamp() - time.time())
 
 
 # -- the calls --------------------------------------------------------------------------------
@@ -216,8 +246,9 @@ def search(filters: Mapping[str, Any], cursor: str | None, limit: int | None) ->
 
 
 def approvals(limit: int | None, offset: int) -> Call:
-    params = [("offset", str(offset))] + ([("limit", str(limit))] if limit is not None else [])
-    return Call("GET", "/v1/approvals", Resend.ALWAYS, tuple(params))
+    # the route pages by offset only: a pivot decided between two pages moves the later
+    # ones up by one (one pending is then missed until the next listing)
+    return _paged("/v1/approvals", None, limit, offset)
 
 
 def decision(saga_id: str, verdict: str, version: int, reason: str) -> Call:
@@ -239,11 +270,88 @@ def rerun(saga_id: str) -> Call:
     return Call("POST", path, Resend.ALWAYS, saga_id=saga_id)
 
 
+def fork(saga_id: str, changes: Mapping[str, Any], reason: str) -> Call:
+    # the same request (saga, changes, person) answers the same fork (Orchestrator.fork), so
+    # sending it again after a lost answer makes no second saga
+    if not changes:
+        raise InvalidInput('a fork needs at least one change: {"STEP.ARGUMENT": value}')
+    body = json.dumps({"set": dict(changes), "reason": reason}).encode()
+    path = f"/v1/sagas/{_segment(saga_id)}/fork"
+    return Call("POST", path, Resend.ALWAYS, body=body, saga_id=saga_id)
+
+
+def resume(saga_id: str, reason: str, from_step: int | str | None) -> Call:
+    asked: dict[str, Any] = {"reason": reason}
+    if from_step is not None:
+        asked["from"] = from_step
+    path = f"/v1/sagas/{_segment(saga_id)}/resume"
+    return Call("POST", path, Resend.UNSENT, body=json.dumps(asked).encode(), saga_id=saga_id)
+
+
+def resolve(saga_id: str, reason: str) -> Call:
+    body = json.dumps({"reason": reason}).encode()
+    path = f"/v1/sagas/{_segment(saga_id)}/resolve"
+    return Call("POST", path, Resend.UNSENT, body=body, saga_id=saga_id)
+
+
+Listed = Literal["open", "resolved", "all"]
+LISTED: tuple[Listed, ...] = ("open", "resolved", "all")
+
+
+def _listed(status: str, what: str) -> str:
+    if status not in LISTED:
+        raise InvalidInput(f"{what} are listed by status open, resolved or all, not {status!r}")
+    return status
+
+
+def _number(given: int, what: str) -> int:
+    """``given`` as the id of a ``what`` in a path: a whole number from 1."""
+    if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+        raise InvalidInput(f"a {what} id is a whole number from 1, not {given!r}")
+    return given
+
+
+def _paged(path: str, status: str | None, limit: int | None, offset: int) -> Call:
+    params = [("offset", str(offset))] + ([("limit", str(limit))] if limit is not None else [])
+    if status is not None:
+        params.append(("status", status))
+    return Call("GET", path, Resend.ALWAYS, tuple(params))
+
+
+def dead_letters(status: str, limit: int | None, offset: int) -> Call:
+    return _paged("/v1/dead-letters", _listed(status, "dead letters"), limit, offset)
+
+
+def retry_dead_letter(dead_letter_id: int) -> Call:
+    # due now once, or again: but a second after the first landed is 404 once a worker's sweep
+    # settled it, though the first was carried out
+    path = f"/v1/dead-letters/{_number(dead_letter_id, 'dead letter')}/retry"
+    return Call("POST", path, Resend.UNSENT)
+
+
+def resolve_dead_letter(dead_letter_id: int, reason: str) -> Call:
+    path = f"/v1/dead-letters/{_number(dead_letter_id, 'dead letter')}/resolve"
+    return Call("POST", path, Resend.UNSENT, body=json.dumps({"reason": reason}).encode())
+
+
+def escalations(status: str, limit: int | None, offset: int) -> Call:
+    return _paged("/v1/escalations", _listed(status, "escalations"), limit, offset)
+
+
+def resolve_escalation(escalation_id: int, reason: str, saga_id: str | None) -> Call:
+    asked: dict[str, Any] = {"reason": reason}
+    if saga_id is not None:
+        asked["saga_id"] = saga_id
+    path = f"/v1/escalations/{_number(escalation_id, 'escalation')}/resolve"
+    return Call("POST", path, Resend.UNSENT, body=json.dumps(asked).encode())
+
+
 # -- the answers -------------------------------------------------------------------------------
 
 
 def reply(response: httpx.Response) -> Any:
-    """The JSON of a successful answer; an error answer raised as its error."""
+    """The JSON of a successful answer; an error answer raised as its error (a 429 with the
+    seconds its ``Retry-After`` asked: ``RateLimited.retry_after``)."""
     try:
         body = response.json()
     except ValueError:
@@ -254,7 +362,7 @@ def reply(response: httpx.Response) -> Any:
                 f"not JSON (HTTP {response.status_code})"
             ) from None
     if not response.is_success:
-        raise api_error(response.status_code, body, response.text)
+        raise api_error(response.status_code, body, response.text, retry_after(response))
     if response.status_code == 202 and isinstance(body, dict) and body.get("shadowed"):
         raise shadowed(response.status_code, body)  # no saga: the plan was kept in shadow
     return body

@@ -7,7 +7,7 @@ HTTP status and the body. The classes are not listed here: they are found among
 ``PivotalError``'s subclasses by their ``code`` (each code is one class's own), once the
 modules that define the errors the API answers with are imported (below). A code no class
 has keeps the code on a plain ``ApiError`` (by its status: 401 ``Unauthorized``, 403
-``Forbidden``, 404 ``NotFound`` besides)."""
+``Forbidden``, 404 ``NotFound``, 429 ``RateLimited`` besides)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ from pivotal.errors import PivotalError, PlanRejected, RolloutRefused, RolloutSh
 from pivotal.plan_errors import ErrorCode, PlanError
 from pivotal.server.api_errors import Forbidden, NotFound, Unauthorized
 
-BY_STATUS: dict[int, type[PivotalError]] = {401: Unauthorized, 403: Forbidden, 404: NotFound}
 HTTP_ERROR = "http_error"  # the code of an error answer that is not Pivotal's JSON body
 
 
@@ -53,6 +52,20 @@ class ApiError(ClientError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # its class is made here: rebuilt by code
         return (_rebuilt, (self.code, self.message, self.status, self.body))
+
+
+class RateLimited(ApiError):
+    """The server, or a proxy in front of it, refused the call for now (429): not carried
+    out. ``retry_after``: the seconds its ``Retry-After`` asked to wait, None when it asked
+    none. Pivotal answers 429 itself only to a credential that failed too often from one
+    client (code ``too_many_failures``): a valid token is never refused so. ``code`` is the
+    answer's, as for any ``ApiError`` (``http_error`` for a proxy's page)."""
+
+    code = "rate_limited"
+    retry_after: float | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, (self.code, self.message, self.status, self.body, self.retry_after))
 
 
 class ServerUnreachable(ClientError):
@@ -83,6 +96,15 @@ class UnexpectedReply(ClientError):
     """The server's answer is not what this call answers (not JSON, or another shape)."""
 
     code = "unexpected_reply"
+
+
+# the class of an error answer whose code no class has (or that is not Pivotal's body)
+BY_STATUS: dict[int, type[PivotalError]] = {
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    429: RateLimited,
+}
 
 
 def _classes(root: type[PivotalError]) -> list[type[PivotalError]]:
@@ -142,9 +164,10 @@ def _made(base: type[PivotalError] | None, code: str) -> type[ApiError]:
     return cast(type[ApiError], type(name, bases, namespace))
 
 
-def api_error(status: int, body: Any, text: str = "") -> ApiError:
+def api_error(status: int, body: Any, text: str = "", retry_after: float | None = None) -> ApiError:
     """The error an answer of ``status`` with JSON ``body`` (``text``: the answer as text,
-    for an answer that is not Pivotal's error body) is raised as."""
+    for an answer that is not Pivotal's error body; ``retry_after``: the seconds its
+    ``Retry-After`` asked, kept on a ``RateLimited``) is raised as."""
     detail = body.get("error") if isinstance(body, dict) else None
     if isinstance(detail, dict) and isinstance(detail.get("code"), str):
         code = str(detail["code"])
@@ -153,15 +176,23 @@ def api_error(status: int, body: Any, text: str = "") -> ApiError:
         code = HTTP_ERROR
         shown = " ".join(text.split())[:300]
         message = f"HTTP {status}" + (f": {shown}" if shown else "")
-    return _rebuilt(code, message, status, body if isinstance(body, dict) else None)
+    return _rebuilt(code, message, status, body if isinstance(body, dict) else None, retry_after)
 
 
-def _rebuilt(code: str, message: str, status: int, body: dict[str, Any] | None) -> ApiError:
+def _rebuilt(
+    code: str,
+    message: str,
+    status: int,
+    body: dict[str, Any] | None,
+    retry_after: float | None = None,
+) -> ApiError:
     base = error_class(code) if code != HTTP_ERROR else None
     if base is None:
         base = BY_STATUS.get(status)
     exc = _remote(base, code)(message, status=status, body=body)
     _carry(exc, body or {})
+    if isinstance(exc, RateLimited):
+        exc.retry_after = retry_after
     return exc
 
 

@@ -1,4 +1,5 @@
-"""``pivotal serve``: the HTTP API over the ledger (FastAPI; OpenAPI at ``/openapi.json``).
+"""``pivotal serve``: the HTTP API over the ledger (FastAPI; OpenAPI at ``/openapi.json``,
+Swagger UI over it at ``/docs``).
 
 The server only records: plans are validated and submitted, decisions are recorded, and
 workers run the sagas. Importing ``pivotal`` never imports this package (nor FastAPI); nor

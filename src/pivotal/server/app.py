@@ -14,7 +14,7 @@ from pivotal.orchestrator import Orchestrator
 from pivotal.server import errors, pages
 from pivotal.server.context import Context
 from pivotal.server.edge import Edge, mount
-from pivotal.server.gate import AuthGate
+from pivotal.server.gate import OPENAPI, AuthGate
 from pivotal.server.limits import MAX_BODY, Lockout
 from pivotal.server.pages.session import secure_cookies as secure
 from pivotal.server.routes import (
@@ -23,6 +23,7 @@ from pivotal.server.routes import (
     catalogues,
     health,
     operators,
+    reference,
     reports,
     searches,
     workers,
@@ -34,8 +35,8 @@ from pivotal.telemetry import Telemetry
 
 DESCRIPTION = (
     "Agents validate and submit plans; approvers decide pivots; operators settle what waits "
-    "for a person. Every call but /healthz and /readyz (this document too) needs "
-    "`Authorization: Bearer <token>` (`pivotal tokens create`); a request body is JSON "
+    "for a person. Every call but /healthz and /readyz (this document and its page, /docs, "
+    "too) needs `Authorization: Bearer <token>` (`pivotal tokens create`); a request body is JSON "
     "(`Content-Type: application/json`). The server only records: workers run the sagas."
 )
 
@@ -69,9 +70,10 @@ def create_app(
     ``timeouts.BodyTimeouts`` (``body_timeout``, ``min_body_rate``) and the body cap;
     ``header_timeout`` is for uvicorn (``edge.uvicorn_config``).
     ``trusted_proxies`` (addresses, networks) may say a request came over https and who
-    the client is; ``secure_cookies`` makes every cookie ``Secure``. There is no Swagger UI
-    or ReDoc page (they load scripts from a CDN): the OpenAPI document is at
-    ``/openapi.json``, for any token."""
+    the client is; ``secure_cookies`` makes every cookie ``Secure``. The OpenAPI document is
+    at ``/openapi.json`` and Swagger UI over it at ``/docs`` (``routes.reference``: from
+    packaged files, nothing from another host), both for any principal
+    (``gate.SPEC_PATHS``); there is no ReDoc page."""
     chosen = clock or SystemClock()
     measured = metrics if metrics is not None else PivotalMetrics()
     orchestrator = Orchestrator(
@@ -79,7 +81,12 @@ def create_app(
     )
     measured.expect(c.name for c in orchestrator.app)
     api = FastAPI(
-        title="Pivotal", version="1", description=DESCRIPTION, docs_url=None, redoc_url=None
+        title="Pivotal",
+        version="1",
+        description=DESCRIPTION,
+        openapi_url=OPENAPI,
+        docs_url=None,  # ours, from packaged files: routes.reference
+        redoc_url=None,
     )
     api.state.pivotal = Context(store, orchestrator, chosen, max_body)
     api.state.pivotal_metrics = measured
@@ -95,6 +102,7 @@ def create_app(
         metrics_route,
         workers,
         searches,
+        reference,
     ):
         api.include_router(group.router)
     api.include_router(pages.router)

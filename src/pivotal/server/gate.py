@@ -2,7 +2,8 @@
 
 Pure ASGI middleware, in front of the body cap and the routes:
 
-* the API (``/v1/...``), ``/metrics`` and ``/openapi.json`` need a principal
+* the API (``/v1/...``), ``/metrics`` and the API's description (``SPEC_PATHS``: the OpenAPI
+  document and the reference page over it, with its assets) need a principal
   (``auth.authenticate``: the trusted proxy header or a bearer token); without one the answer
   is 401 at once, the body unread and the connection closed. The principal found is kept on
   the request's state for the routes (``auth.principal``);
@@ -32,7 +33,13 @@ from pivotal.server.errors import Unauthorized
 from pivotal.server.guard import has_body
 from pivotal.server.pages import session
 
-TOKEN_PATHS = ("/v1", "/metrics", "/openapi.json")
+OPENAPI = "/openapi.json"
+REFERENCE = "/docs"  # Swagger UI over OPENAPI (routes.reference), its assets under it
+# Who may read the API's description: any principal, for the document and the page alike
+# (a request refused one is refused the other). This is the whole rule: neither route adds
+# a role check of its own.
+SPEC_PATHS = (OPENAPI, REFERENCE)
+TOKEN_PATHS = ("/v1", "/metrics", *SPEC_PATHS)
 LOGIN = "/ui/login"
 
 
