@@ -206,10 +206,12 @@ def error_classes() -> list[type[Any]]:
     return sorted(found, key=lambda c: (c is not PivotalError, c.__module__, c.code))
 
 
-def http_status(cls: type[Any]) -> int | None:
+def http_status(cls: type[Any]) -> int:
+    """What the HTTP API answers an error of ``cls`` with (as ``status_of`` does: 400 for
+    a class ``STATUS`` does not name)."""
     from pivotal.server.errors import STATUS
 
-    return next((status for known, status in STATUS if issubclass(cls, known)), None)
+    return next((status for known, status in STATUS if issubclass(cls, known)), 400)
 
 
 def errors_page() -> str:
@@ -219,9 +221,9 @@ def errors_page() -> str:
     out.append(
         "Every error Pivotal raises is a `PivotalError` with a stable `code`: the HTTP API "
         'answers `{"error": {"code", "message"}}`, and the command line prints '
-        "`error [code]: message`. The status is the HTTP API's for that class of error "
-        "(`pivotal.server.errors.STATUS`); another `PivotalError` that reaches the API "
-        "answers 400. The meaning is the class's docstring, which is also the default "
+        "`error [code]: message`. The status is what the HTTP API answers an error of that "
+        "class with (`pivotal.server.errors.STATUS`; 400 for a class it does not name). "
+        "The meaning is the class's docstring, which is also the default "
         "message.\n"
     )
     rows = []
@@ -233,7 +235,7 @@ def errors_page() -> str:
                 f"`{cls.code}`",
                 f"`{cls.__module__}.{cls.__qualname__}`",
                 f"`{base.code}`" if base is not None else "",
-                str(status) if status is not None else "",
+                str(status),
                 cell(paragraph(cls.__doc__)),
             ]
         )

@@ -79,6 +79,16 @@ def test_every_error_code_in_the_code_is_in_the_table_once() -> None:
     assert first_column(validation) == [c.value for c in ErrorCode]
 
 
+def test_every_error_code_has_the_status_the_api_answers_it_with() -> None:
+    from pivotal.server.errors import STATUS
+
+    errors = generated()[generator().ERRORS].split("## Plan validation codes")[0]
+    shown = dict(re.findall(r"^\| `(\w+)` \| `[\w.]+` \| [^|]* \| (\d{3}) \|", errors, re.M))
+    assert set(shown) == set(first_column(errors))  # every row has one
+    for known, status in STATUS:
+        assert shown[known.code] == str(status), known
+
+
 def test_every_metric_is_in_the_table_with_its_type() -> None:
     scraped = generate_latest(PivotalMetrics().registry).decode()
     served = dict(re.findall(r"^# TYPE (\S+) (\S+)$", scraped, re.MULTILINE))
