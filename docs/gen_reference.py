@@ -3,10 +3,10 @@
 ``pages()`` gives each page's path (under the site's ``docs_dir``) and Markdown: the command
 line (walked from the Typer app), the error codes (every ``PivotalError`` subclass in the
 package, and the plan validator's codes), the Prometheus metrics (read from a
-``PivotalMetrics`` registry), the saga events (``EventType``) and the HTTP API (the OpenAPI
-document of ``pivotal.server.create_app``). ``docs/hooks.py`` adds them to every build
-without writing them to disk; ``python docs/gen_reference.py OUT`` writes them to ``OUT``
-to read them.
+``PivotalMetrics`` registry), the saga events (``EventType``), the saga machine's table
+(``pivotal.engine.machine``) and the HTTP API (the OpenAPI document of
+``pivotal.server.create_app``). ``docs/hooks.py`` adds them to every build without writing
+them to disk; ``python docs/gen_reference.py OUT`` writes them to ``OUT`` to read them.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import enum
 import importlib
 import inspect
 import io
+import keyword
 import pkgutil
 import re
 import sys
@@ -33,6 +34,7 @@ ERRORS = "reference/errors.md"
 METRICS = "reference/metrics.md"
 EVENTS = "reference/events.md"
 HTTP = "reference/http.md"
+MACHINE = "reference/machine.md"
 
 CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
 
@@ -75,9 +77,10 @@ def paragraph(doc: str | None) -> str:
     return " ".join(first.split())
 
 
-def member_comments(cls: type, *, above_too: bool) -> dict[str, str]:
+def member_comments(cls: type, *, above_too: bool, fields: bool = False) -> dict[str, str]:
     """The comment beside each member assignment in ``cls``'s source; with ``above_too``,
-    else the comment lines just above it (without, those head a group of members)."""
+    else the comment lines just above it (without, those head a group of members). Members
+    are upper-case names (an enum's); with ``fields``, any name (a dataclass's fields)."""
     source = inspect.getsource(cls)
     comments: dict[str, str] = {}
     above: list[str] = []
@@ -90,7 +93,11 @@ def member_comments(cls: type, *, above_too: bool) -> dict[str, str]:
                 comments[name] = said
             else:
                 above.append(said)
-        elif tok.type == tokenize.NAME and tok.start[1] == 4 and tok.string.isupper():
+        elif (
+            tok.type == tokenize.NAME
+            and tok.start[1] == 4
+            and (tok.string.isupper() or (fields and not keyword.iskeyword(tok.string)))
+        ):
             name, line = tok.string, tok.start[0]
             if above and above_too:
                 comments[name] = " ".join(above)
@@ -309,6 +316,69 @@ def events_page() -> str:
     return "\n".join(out)
 
 
+# -- the saga machine --------------------------------------------------------------------
+
+
+def _members(cls: type[enum.Enum]) -> str:
+    notes = member_comments(cls, above_too=False)
+    rows = [[f"`{m.value}`", cell(notes.get(m.name, ""))] for m in cls]
+    return table(["value", "meaning"], rows)
+
+
+def machine_page() -> str:
+    from dataclasses import fields
+
+    from pivotal.engine import machine
+
+    out = [GENERATED, "# The saga machine", ""]
+    out.append(
+        "Every rule the engine follows about a step lives in one table, "
+        "`pivotal.engine.machine.TABLE`: in a **phase**, on what was **seen**, the first row "
+        "whose conditions (**when**, over the **facts**; `!name` asks for a fact to be "
+        "false) hold decides what the driver does (**do**). A phase and observation with no "
+        "row is `Impossible`. How the table is driven and explored: "
+        "[How the engine decides](../explanation/engine.md).\n"
+    )
+    out.append("## Phases\n")
+    out.append(_members(machine.Phase))
+    out.append("## What is seen\n")
+    for cls in (
+        machine.End,
+        machine.Found,
+        machine.Outcome,
+        machine.Approval,
+        machine.Standing,
+        machine.Tick,
+    ):
+        out.append(f"**{cls.__name__}**: {cell(paragraph(cls.__doc__))}\n")
+        out.append(_members(cls))
+    out.append("## Facts\n")
+    notes = member_comments(machine.Facts, above_too=False, fields=True)
+    rows = [
+        [f"`{f.name}`", f"`{f.default}`", cell(notes.get(f.name, ""))]
+        for f in fields(machine.Facts)
+    ]
+    out.append(table(["fact", "default", "meaning"], rows))
+    out.append("## Decisions\n")
+    out.append(_members(machine.Do))
+    out.append(f"## The table: {len(machine.TABLE)} rows\n")
+    for phase in machine.Phase:
+        rows = [
+            [
+                f"`{row.seen.value}`",
+                ", ".join(f"`{c}`" for c in row.when) or "always",
+                f"`{row.do.value}`",
+                cell(row.why),
+            ]
+            for row in machine.TABLE
+            if row.phase is phase
+        ]
+        if rows:
+            out.append(f"### `{phase.value}`\n")
+            out.append(table(["seen", "when", "do", "why"], rows))
+    return "\n".join(out)
+
+
 # -- the HTTP API ------------------------------------------------------------------------
 
 
@@ -417,6 +487,7 @@ def pages() -> dict[str, str]:
         METRICS: metrics_page(),
         EVENTS: events_page(),
         HTTP: http_page(),
+        MACHINE: machine_page(),
     }
 
 

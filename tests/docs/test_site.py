@@ -89,6 +89,23 @@ def test_every_error_code_has_the_status_the_api_answers_it_with() -> None:
         assert shown[known.code] == str(status), known
 
 
+def test_every_row_of_the_saga_machine_is_on_its_page_once() -> None:
+    from pivotal.engine.machine import TABLE, Phase
+
+    text = generated()[generator().MACHINE]
+    sections = re.split(r"^### `(\w+)`$", text.split("## The table")[1], flags=re.M)[1:]
+    by_phase = dict(zip(sections[::2], sections[1::2], strict=True))
+    assert set(by_phase) == {row.phase.value for row in TABLE}
+    for phase, body in by_phase.items():
+        shown = re.findall(r"^\| `(\w+)` \| (.+?) \| `(\w+)` \| ", body, re.M)
+        expected = [
+            (row.seen.value, ", ".join(f"`{c}`" for c in row.when) or "always", row.do.value)
+            for row in TABLE
+            if row.phase is Phase(phase)
+        ]
+        assert shown == expected, phase
+
+
 def test_every_metric_is_in_the_table_with_its_type() -> None:
     scraped = generate_latest(PivotalMetrics().registry).decode()
     served = dict(re.findall(r"^# TYPE (\S+) (\S+)$", scraped, re.MULTILINE))
