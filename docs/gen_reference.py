@@ -5,8 +5,9 @@ line (walked from the Typer app), the error codes (every ``PivotalError`` subcla
 package, and the plan validator's codes), the Prometheus metrics (read from a
 ``PivotalMetrics`` registry), the saga events (``EventType``), the saga machine's table
 (``pivotal.engine.machine``) and the HTTP API (the OpenAPI document of
-``pivotal.server.create_app``). ``docs/hooks.py`` adds them to every build without writing
-them to disk; ``python docs/gen_reference.py OUT`` writes them to ``OUT`` to read them.
+``pivotal.server.create_app``); and the security model, ``SECURITY.md`` as it stands.
+``docs/hooks.py`` adds them to every build without writing them to disk; ``python
+docs/gen_reference.py OUT`` writes them to ``OUT`` to read them.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ METRICS = "reference/metrics.md"
 EVENTS = "reference/events.md"
 HTTP = "reference/http.md"
 MACHINE = "reference/machine.md"
+SECURITY = "explanation/security.md"  # SECURITY.md, which stays at the repository's root
+ROOT = Path(__file__).resolve().parents[1]
 
 CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
 
@@ -488,6 +491,7 @@ def pages() -> dict[str, str]:
         EVENTS: events_page(),
         HTTP: http_page(),
         MACHINE: machine_page(),
+        SECURITY: (ROOT / "SECURITY.md").read_text(),
     }
 
 
