@@ -18,6 +18,7 @@ from pivotal.provider_check import CheckReport, Options, SandboxFile, Verdict, c
 from pivotal.render import FittedTable
 from pivotal.terminal import safe_text
 
+DAY = 86_400.0
 STYLE = {
     Verdict.KEPT: "green",
     Verdict.BROKEN: "bold red",
@@ -46,7 +47,9 @@ def check_provider_command(
     ] = None,
     steps: Annotated[
         list[str] | None,
-        typer.Option("--step", help="A step to probe (repeat it); default: every step."),
+        typer.Option(
+            "--step", metavar="<str>", help="A step to probe (repeat it); default: every step."
+        ),
     ] = None,
     sandbox: Annotated[
         Path | None,
@@ -65,6 +68,7 @@ def check_provider_command(
         typer.Option(
             "--wait",
             min=0.01,
+            max=DAY,
             callback=finite,
             help="Seconds at most to wait for a lookup to find an effect, or a cut-off "
             "call to land.",
@@ -75,6 +79,7 @@ def check_provider_command(
         typer.Option(
             "--window",
             min=0.0,
+            max=30 * DAY,
             callback=finite,
             help="Seconds after its first use at which a key is used again (0: not probed).",
         ),
