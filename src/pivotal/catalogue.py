@@ -383,8 +383,9 @@ class Catalogue:
     whose calls or facts name anything else is refused.
 
     ``checked``: the file ``pivotal check-provider --record`` wrote for this catalogue's
-    providers; a worker reads it at start and warns where the catalogue declares a lookup
-    lag, a doubt grace or a key reuse its providers were seen not to honour.
+    providers; an orchestrator (every worker, ``execute``, the API's) reads it when made
+    and warns where the catalogue declares a lookup lag, a doubt grace or a key reuse its
+    providers were seen not to honour.
 
     ``rollout``: a ``policy.Rollout``: agent-proposed plans execute below an exposure; above
     it they are kept in shadow or refused (step 6 of the migration: low-value sagas first).
@@ -420,7 +421,7 @@ class Catalogue:
             )
         self.recheck_after = recheck_after
         # what the last provider check observed (``pivotal check-provider --record``): a
-        # worker warns at start where this catalogue declares less
+        # process that runs sagas warns at start where this catalogue declares less
         self.checked = checked
         self.default_timeout = default_timeout
         self.max_timeout = max_timeout

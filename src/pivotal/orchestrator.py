@@ -52,6 +52,7 @@ from pivotal.lease import Lease, LeaseKeeper
 from pivotal.plan import ActorType, FlatCall, Plan
 from pivotal.policy import Rollout
 from pivotal.principals import canonical_person
+from pivotal.provider_check.model import recorded_drift
 from pivotal.rerun import rerun_id, rerun_plan
 from pivotal.serving import catalogue_digest, unserved
 from pivotal.state import (
@@ -144,6 +145,11 @@ class Orchestrator:
         self.telemetry = Observers(observers)  # metrics, traces, log fields; contained
         # passes run by execute/run at once; more wait their turn holding only their call
         self._active = asyncio.Semaphore(max_active) if max_active is not None else None
+        # every path that runs sagas (a worker, execute, the ADK agent, the API's decisions)
+        # has an orchestrator: it says where a catalogue declares less than its providers'
+        # last check saw (``Catalogue(checked=...)``)
+        for said in recorded_drift(self.app):
+            log.warning("%s: %s", self.owner, said)
 
     # -- submission ---------------------------------------------------------------------
 

@@ -22,7 +22,6 @@ from pivotal.hooks import Hook
 from pivotal.lease import Lease
 from pivotal.observability.logs import saga_fields
 from pivotal.orchestrator import Orchestrator
-from pivotal.provider_check.model import recorded_drift
 from pivotal.redaction import redact
 from pivotal.state import ApprovalStatus, Event, EventType, SagaState, SagaStatus
 from pivotal.store.base import WorkerInfo
@@ -290,8 +289,6 @@ class Worker:
         claims nothing, and says so (see ``take_name``).
         """
         cfg = self.config
-        for said in recorded_drift(self.orchestrator.app):
-            log.warning("%s: %s", self.owner, said)
         await self.take_name()
         sweeping = asyncio.create_task(self._sweeps())
         beating = asyncio.create_task(self._beats())

@@ -180,7 +180,7 @@ def test_the_pages_warning_is_what_a_worker_says() -> None:
     )
     [said] = drift(catalogue, findings)
     folded = " ".join(page("how-to/check-providers.md").split())
-    assert f"WARNING pivotal.worker: w-1: {said}" in folded
+    assert f"WARNING pivotal.orchestrator: w-1: {said}" in folded
     services.close()
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sandbox_providers import SANDBOX, Knobs, Provider, payments
 
-from pivotal import FakeClock, Orchestrator
+from pivotal import FakeClock, Orchestrator, SQLiteStore
 from pivotal.errors import InvalidInput
 from pivotal.provider_check import Findings, Options, check_provider, drift
 from pivotal.store import Store
@@ -78,14 +78,36 @@ async def test_a_worker_warns_at_start_where_its_catalogue_declares_less(
     missing = tmp_path / "none.json"
     for checked, expected in ((path, "declare lookup_lag=3"), (missing, "No such file")):
         app = payments(Provider(clock), checked=str(checked))
-        orch = Orchestrator(store, app, clock=clock, owner=f"w-{checked.stem}")
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="pivotal.worker"):
+        with caplog.at_level(logging.WARNING, logger="pivotal.orchestrator"):
+            orch = Orchestrator(store, app, clock=clock, owner=f"w-{checked.stem}")
             await asyncio.wait_for(
                 Worker(orch, WorkerConfig(poll_interval=0.001)).run(until_idle=True), 30
             )
-        said = [r.getMessage() for r in caplog.records if r.name == "pivotal.worker"]
-        assert any(expected in m for m in said), said
+        said = [r.getMessage() for r in caplog.records if r.name == "pivotal.orchestrator"]
+        assert any(expected in m and m.startswith(f"w-{checked.stem}: ") for m in said), said
+
+
+def test_every_path_that_runs_sagas_is_told_where_it_starts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``execute``, the ADK agent and the API build an orchestrator as a worker does: the
+    warning is said where it is made, once for each."""
+    path = tmp_path / "payments.checked.json"
+    asyncio.run(recorded(Knobs(replays=False), path))
+    app = payments(Provider(FakeClock()), checked=str(path))
+    with caplog.at_level(logging.WARNING, logger="pivotal.orchestrator"):
+        Orchestrator(SQLiteStore(tmp_path / "never-opened.db"), app, owner="o-1")
+    said = [r.getMessage() for r in caplog.records if r.name == "pivotal.orchestrator"]
+    assert len(said) == 1
+    assert "o-1: " in said[0]
+    assert "declare repeatable=False" in said[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="pivotal.orchestrator"):
+        Orchestrator(
+            SQLiteStore(tmp_path / "never-opened.db"), payments(Provider(FakeClock())), owner="o-2"
+        )
+    assert caplog.records == []  # nothing recorded, nothing said
 
 
 def test_the_helper_fails_naming_the_broken_promise_and_passes_the_honest() -> None:

@@ -88,8 +88,9 @@ def check_provider_command(
         Path | None,
         typer.Option(
             "--record",
-            help="Write what was observed to this file, for Catalogue(checked=FILE): a "
-            "worker then warns at start where the catalogue declares less.",
+            help="Write what was observed to this file, for Catalogue(checked=FILE): every "
+            "process that runs its sagas then warns at start where the catalogue declares "
+            "less.",
         ),
     ] = None,
     as_json: JsonFlag = False,

@@ -126,8 +126,8 @@ class StepFindings(BaseModel):
 
 class Findings(BaseModel):
     """What ``pivotal check-provider --record FILE`` keeps for a catalogue: read back by
-    ``Catalogue(checked=FILE)``, so that a worker warns at start when the catalogue
-    declares less than the check observed."""
+    ``Catalogue(checked=FILE)``, so that every process that runs its sagas warns at start
+    when the catalogue declares less than the check observed."""
 
     model_config = ConfigDict(extra="forbid")
 
