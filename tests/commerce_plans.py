@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 
-def approval_plan(order_id: str = "4471", amount: str = "180.00") -> dict[str, Any]:
+def approval_plan(
+    order_id: str = "4471", amount: str = "180.00", recipient: str | None = None
+) -> dict[str, Any]:
     """A fulfilment whose capture of 180 waits for a person: the seeded order 4471 (one
-    lamp from warehouse B, for 180, to customer-4471@example.com)."""
+    lamp from warehouse B, for 180, to customer-4471@example.com, or ``recipient``)."""
     payment = {"order_id": order_id, "amount": amount}
     return {
         "catalogue": "fulfilment",
@@ -21,7 +23,10 @@ def approval_plan(order_id: str = "4471", amount: str = "180.00") -> dict[str, A
             {"name": "create_shipment", "args": {"order_id": order_id, "warehouse": "B"}},
             {
                 "name": "send_confirmation",
-                "args": {"order_id": order_id, "recipient": f"customer-{order_id}@example.com"},
+                "args": {
+                    "order_id": order_id,
+                    "recipient": recipient or f"customer-{order_id}@example.com",
+                },
             },
         ],
         "rationale": "ship order 4471",

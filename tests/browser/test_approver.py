@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from browser_kit import NOW, fixed_ids, in_thread, login, serving, shot, sync_api
 
+from commerce_plans import approval_plan
 from pivotal import Orchestrator, SagaStatus, SQLiteStore, parse_plan
 from pivotal.clock import FakeClock
 from pivotal.examples.commerce import create_app
@@ -34,22 +35,7 @@ RECIPIENT = "customer-4471@example.com"
 
 
 def plan(order_id: str, amount: str, rationale: str) -> dict[str, object]:
-    payment = {"order_id": order_id, "amount": amount}
-    return {
-        "catalogue": "fulfilment",
-        "steps": [
-            {
-                "name": "reserve_stock",
-                "args": {"order_id": order_id, "sku": "lamp", "quantity": 1, "warehouse": "B"},
-            },
-            {"name": "authorize_payment", "args": payment},
-            {"name": "capture_payment", "args": payment},
-            {"name": "create_shipment", "args": {"order_id": order_id, "warehouse": "B"}},
-            {
-                "name": "send_confirmation",
-                "args": {"order_id": order_id, "recipient": RECIPIENT},
-            },
-        ],
+    return approval_plan(order_id, amount, RECIPIENT) | {
         "rationale": rationale,
         "provenance": {
             "actor_type": "agent",
