@@ -52,6 +52,7 @@ class Knobs:
     refusal_charges: bool = False  # a declined charge is charged all the same
     takes: float = 0.0  # seconds on the fake clock an answered call takes
     slow_keys: frozenset[int] = frozenset()  # calls of these key indexes never answer
+    deaf: bool = False  # a slow call swallows its cancellation and waits on (a stuck SDK)
 
 
 @dataclass
@@ -71,6 +72,7 @@ class Provider:
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     _in_flight: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
     _pending: list[Effect] = field(default_factory=list)  # sent, not landed yet
+    released: asyncio.Event = field(default_factory=asyncio.Event)  # ends every slow call
 
     def _land(self) -> None:
         now = self.clock.now()
@@ -113,14 +115,17 @@ class Provider:
         self._pending.append(sent)
         try:
             if ctx.index in knobs.slow_keys:
-                await asyncio.Event().wait()  # until its client gives up on it
+                await self.released.wait()  # until its client gives up on it
             await asyncio.sleep(0)
             self.clock.advance(knobs.takes)
         except asyncio.CancelledError:  # cut off by its client: it lands all the same
             sent.at = self.clock.now() + knobs.lands_after
             made.cancel()
             self._in_flight.pop(ctx.key, None)
-            raise
+            if not knobs.deaf:
+                raise
+            await self.released.wait()
+            return result
         if sent in self._pending:  # the reply says it landed, now
             self._pending.remove(sent)
             sent.at = self.clock.now()
@@ -170,10 +175,13 @@ def payments(
     repeatable: bool = True,
     sandbox: bool = True,
     checked: str | None = None,
+    timeout: float = 5.0,
 ) -> App:
     """An app whose catalogue ``payments`` charges through ``provider``: one compensable
     step, ``charge``, with its lookup and its refund."""
-    catalogue = Catalogue("payments", default_timeout=5.0, doubt_grace=DOUBT_GRACE, checked=checked)
+    catalogue = Catalogue(
+        "payments", default_timeout=timeout, doubt_grace=DOUBT_GRACE, checked=checked
+    )
     catalogue.compensable(
         undo=provider.refund,
         lookup=provider.find,

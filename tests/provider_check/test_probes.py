@@ -147,6 +147,23 @@ async def test_a_call_that_takes_time_is_cut_off_partway(
     assert provider.in_place() == []  # both cut-off calls landed, and were refunded
 
 
+async def test_a_call_that_swallows_its_cancellation_is_waited_for_only_its_bound() -> None:
+    # cut off at its first wait, it goes on waiting: the check waits its step's bound
+    # (0.2 s) for it, then watches for its effect, which landed when it was cut off
+    clock = FakeClock()
+    provider = Provider(clock, Knobs(slow_keys=frozenset({4}), deaf=True))
+    app = payments(provider, timeout=0.2)
+    report = await check_provider(
+        app, "payments", sandbox=SANDBOX, options=options(app), clock=clock
+    )
+    provider.released.set()  # the stuck call ends with the test
+
+    [row] = [row for row in report.rows if row.promise is Promise.CUT_OFF]
+    assert row.verdict is Verdict.KEPT, row
+    assert row.observed.startswith("cut off at its first wait, it landed 0 s later")
+    assert provider.in_place() == []
+
+
 async def test_a_lookup_that_raises_leaves_what_it_serves_unknown_not_kept() -> None:
     report, provider = await checked(Knobs(lookup_raises=True))
 

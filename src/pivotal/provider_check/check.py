@@ -17,7 +17,13 @@ from pivotal.app import App
 from pivotal.catalogue import Catalogue, Step
 from pivotal.clock import Clock
 from pivotal.errors import InvalidInput
-from pivotal.provider_check.model import CheckReport, StepFindings, StepReport, read_text
+from pivotal.provider_check.model import (
+    CheckReport,
+    StepFindings,
+    StepReport,
+    first_error,
+    read_text,
+)
 from pivotal.provider_check.probes import Options, Refusal, Session, StepCheck
 
 
@@ -65,9 +71,7 @@ class SandboxFile(BaseModel):
                 return cls.model_validate_json(given)
             return cls.model_validate(given)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "the file"
-            raise InvalidInput(f"{what}: {where}: {first['msg']}") from None
+            raise InvalidInput(f"{what}: {first_error(exc, 'the file')}") from None
 
 
 class MonotonicClock:
@@ -94,9 +98,8 @@ def _parsed(step: Step, raw: Mapping[str, Any], what: str) -> BaseModel:
     try:
         return step.parse_args(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "the arguments"
-        raise InvalidInput(f"step {step.name!r}: {what}: {where}: {first['msg']}") from None
+        where = first_error(exc, "the arguments")
+        raise InvalidInput(f"step {step.name!r}: {what}: {where}") from None
 
 
 def _chosen(catalogue: Catalogue, names: Iterable[str]) -> list[Step]:

@@ -39,6 +39,12 @@ def read_text(path: str | os.PathLike[str], what: str) -> str:
         raise InvalidInput(f"{what} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
 
 
+def first_error(exc: ValidationError, whole: str) -> str:
+    """Where pydantic's first error is (``whole`` when at the top) and what it says."""
+    first = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in first['loc']) or whole}: {first['msg']}"
+
+
 class Verdict(StrEnum):
     """How a provider stands by one promise."""
 
@@ -141,11 +147,9 @@ class Findings(BaseModel):
         try:
             return cls.model_validate_json(text)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "the file"
             raise InvalidInput(
                 f"the provider check's findings {str(path)!r} are not what "
-                f"`pivotal check-provider --record` writes: {where}: {first['msg']}"
+                f"`pivotal check-provider --record` writes: {first_error(exc, 'the file')}"
             ) from None
 
     def write(self, path: str | Path) -> None:

@@ -120,7 +120,7 @@ class Session:
         key = undo_key(saga, index) if undo else forward
         return StepContext(saga, index, step.name, key, forward, 1)
 
-    def _spend(self) -> None:
+    def spend(self) -> None:
         if self.spent >= self.options.budget:
             raise BudgetSpent(f"the budget of {self.options.budget} calls was spent")
         self.spent += 1
@@ -130,7 +130,7 @@ class Session:
             return await call
 
     async def act(self, step: Step, args: BaseModel, index: int) -> Any:
-        self._spend()
+        self.spend()
         made = self.made.setdefault(step.name, {})
         # until it answers, it may have taken effect: the clean-up undoes it by its key
         made.setdefault(index, (args, None))
@@ -140,12 +140,12 @@ class Session:
 
     async def lookup(self, step: Step, args: BaseModel, index: int) -> Any:
         assert step.lookup is not None
-        self._spend()
+        self.spend()
         return await self._bounded(step, step.lookup(args, self.context(step, index)))
 
     async def undo(self, step: Step, args: BaseModel, result: Any, index: int) -> Any:
         assert step.undo is not None
-        self._spend()
+        self.spend()
         context = self.context(step, index, undo=True)
         done = await self._bounded(step, step.undo(args, as_json(result), context))
         self.made.get(step.name, {}).pop(index, None)
@@ -191,27 +191,28 @@ class StepCheck:
     untrusted: str | None = None
 
     async def run(self) -> StepReport:
-        probes: list[Callable[[], Awaitable[None]]] = [
-            self.replay,
-            self.concurrent,
-            self.unmade_lookup,
-            self.window,
-            self.undo_twice,
-            self.unmade_undo,
-            self.cut_off,
-            self.refused,
+        # each probe, with the promises its rows are about
+        probes: list[tuple[Callable[[], Awaitable[None]], tuple[Promise, ...]]] = [
+            (self.replay, (Promise.REPLAY, Promise.LOOKUP)),
+            (self.concurrent, (Promise.CONCURRENT,)),
+            (self.unmade_lookup, (Promise.LOOKUP_UNMADE,)),
+            (self.window, (Promise.WINDOW,)),
+            (self.undo_twice, (Promise.UNDO_TWICE,)),
+            (self.unmade_undo, (Promise.UNDO_UNMADE,)),
+            (self.cut_off, (Promise.CUT_OFF,)),
+            (self.refused, (Promise.REFUSAL,)),
         ]
-        for n, probe in enumerate(probes):
+        for n, (probe, promises) in enumerate(probes):
             try:
                 await probe()
             except BudgetSpent as spent:
-                self._unknown(probes[n:], f"not probed: {spent}")
+                self._unknown([p for _, of in probes[n:] for p in of], f"not probed: {spent}")
                 break
             except Exception as exc:  # a lookup or an undo raised where it must answer
                 said = f"{described(exc)} was raised"
                 self.untrusted = self.untrusted or said
-                self._unknown([probe], f"the probe stopped: {said}")
-        left = await self.cleansuggested()
+                self._unknown(promises, f"the probe stopped: {said}")
+        left = await self.clean_up()
         return StepReport(
             step=self.step.name,
             kind=self.step.kind.value,
@@ -220,25 +221,12 @@ class StepCheck:
             observed=self.seen,
         )
 
-    def _unknown(self, probes: Sequence[Callable[[], Awaitable[None]]], why: str) -> None:
-        """A row saying ``why`` for each promise of ``probes`` that has none yet."""
+    def _unknown(self, promises: Sequence[Promise], why: str) -> None:
+        """A row saying ``why`` for each of ``promises`` that has none yet."""
         have = {row.promise for row in self.rows}
-        for promise in self._promises_of(probes):
+        for promise in promises:
             if promise not in have:
                 self.add(promise, Verdict.UNKNOWN, why)
-
-    def _promises_of(self, probes: Sequence[Callable[[], Awaitable[None]]]) -> list[Promise]:
-        names = {
-            "replay": [Promise.REPLAY, Promise.LOOKUP],
-            "concurrent": [Promise.CONCURRENT],
-            "unmade_lookup": [Promise.LOOKUP_UNMADE],
-            "window": [Promise.WINDOW],
-            "undo_twice": [Promise.UNDO_TWICE],
-            "unmade_undo": [Promise.UNDO_UNMADE],
-            "cut_off": [Promise.CUT_OFF],
-            "refused": [Promise.REFUSAL],
-        }
-        return [p for probe in probes for p in names[getattr(probe, "__name__", "")]]
 
     def add(self, promise: Promise, verdict: Verdict, observed: str, implies: str = "") -> None:
         self.rows.append(_row(self.step, promise, verdict, observed, implies))
@@ -560,7 +548,7 @@ class StepCheck:
         the cut-off its effect landed (a float), None when it did not within the wait,
         ``_ANSWERED`` when it answered first, ``_UNSEEN`` when no lookup can tell."""
         step, s = self.step, self.s
-        s._spend()
+        s.spend()
         call = asyncio.ensure_future(step.action(self.args, s.context(step, index)))
         if cut is None:
             await asyncio.sleep(0)  # it starts, and goes as far as its first wait
@@ -571,13 +559,10 @@ class StepCheck:
                 s.made.setdefault(step.name, {})[index] = (self.args, call.result())
             return _ANSWERED
         call.cancel()
-        try:
-            await call
-        except asyncio.CancelledError:
-            pass
-        except Exception:  # it raised as it was cancelled: still a cut-off call
-            pass
-        else:  # it finished despite the cancel: it took its effect
+        # an action that swallows its cancellation is waited for no longer than its bound
+        await asyncio.wait({call}, timeout=s.catalogue.timeout_of(step))
+        if call.done() and not call.cancelled() and call.exception() is None:
+            # it finished despite the cancel: it took its effect
             s.made.setdefault(step.name, {})[index] = (self.args, call.result())
         # it may land: the clean-up undoes it by its key (None: its result is not known)
         s.made.setdefault(step.name, {}).setdefault(index, (self.args, None))
@@ -661,7 +646,7 @@ class StepCheck:
 
     # -- leaving the sandbox as it was ----------------------------------------------------
 
-    async def cleansuggested(self) -> list[str]:
+    async def clean_up(self) -> list[str]:
         """Undo every effect the probes made and did not undo; the keys of those that
         stay (no undo, or it failed). The budget does not stop the clean-up: it makes
         one call an effect at most."""
