@@ -18,7 +18,7 @@ from pivotal import agent_reasons, four_eyes, saga_ids
 from pivotal.app import App
 from pivotal.catalogue import KIND_TEXT, Catalogue, StepKind
 from pivotal.clock import Clock, SystemClock, follow_ledger, synced
-from pivotal.engine import AlreadyCreated, Creation, Driver, RunOptions, point_of_no_return
+from pivotal.engine import AlreadyCreated, Creation, Driver, RunOptions, by_hand, point_of_no_return
 from pivotal.engine.resuming import ResumeFromRefused, resume_from, step_named
 from pivotal.errors import (
     ApprovalError,
@@ -822,9 +822,13 @@ class Orchestrator:
 
     async def resolve(self, saga_id: str, by: str, reason: str) -> SagaState:
         """A person settled a ``needs_human`` saga outside Pivotal: it ends ``resolved``,
-        with who and why in its event log."""
+        with who and why in its event log. Refused (``MayStillLand``, nothing recorded)
+        while an attempt of any of its steps, or of an undo, may still land: what it made
+        after the person's word would be made twice."""
         await synced(self.clock)  # times below are the ledger's
         stored = await self._parked(saga_id, by, reason)
+        steps = range(len(stored.state.steps))
+        by_hand.check(stored.state, steps, self.clock.now(), "the parked saga")
         saga_run = self._pass(stored, None)
         await saga_run.emit(
             saga_run.event(

@@ -264,6 +264,9 @@ def _step_changes(event: Event, rec: StepRecord | None) -> dict[str, Any] | None
     changes["effect_from"] = event.at if first is None else first
     seen = event.at if doubt is None else min(event.at, doubt)
     changes["effect_by"] = _later(rec.effect_by if rec is not None else None, seen)
+    if event.type is EventType.STEP_FAILED and rec is not None and rec.undo_attempts == 0:
+        # compensation waited to look it up, and found no effect: no undo is owed
+        changes.update(undo_status=UndoStatus.NONE, undo_next_attempt_at=None, undo_error=None)
     return changes
 
 

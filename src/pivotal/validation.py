@@ -390,9 +390,13 @@ async def recheck_bounded(plan: Plan, catalogue: Catalogue, facts: FactSource | 
     """``recheck`` with the app's ``facts`` asked on a thread and bounded like a call of a
     step without a timeout of its own (the catalogue's ``default_timeout``). Facts that do
     not answer in time are ``CANNOT_TELL`` (a person is asked), never a pass; the callback's
-    thread is left to end on its own, and no later re-check waits for it."""
+    thread is left to end on its own, and no later re-check waits for it. A plan whose
+    re-check asks none of the app's code (no rule of its catalogue reads facts, and it names
+    no subject) is re-checked at once, on the caller's thread."""
     if facts is None:
         return recheck(plan, catalogue, None)
+    if not plan.provenance.about and not any(rule.needs_facts for rule in catalogue.rules):
+        return recheck(plan, catalogue, facts)  # ``check_rules`` asks no facts of it
     try:
         return await on_facts_thread(
             lambda: recheck(plan, catalogue, facts), catalogue.default_timeout

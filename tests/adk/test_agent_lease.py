@@ -135,4 +135,4 @@ def test_a_model_stage_bound_must_be_a_positive_number_of_seconds(
 
 
 def test_a_model_stage_is_bounded_by_default(offline: Orchestrator) -> None:
-    assert order_agent(offline).decide_timeout == DECIDE_TIMEOUT == 300.0
+    assert order_agent(offline).decide_timeout == DECIDE_TIMEOUT == 60.0

@@ -442,13 +442,9 @@ async def _nothing() -> None:
     return None
 
 
-async def test_a_lookup_lagging_past_what_it_declared_still_has_the_undo_called(
-    store: Store, clock: FakeClock
-) -> None:
-    """A lookup that declared no lag answers "not found" for a charge that exists. Before,
-    that one answer marked the step failed and its undo was skipped: the charge stayed.
-    The undo by its key treats "not found" as done, so calling it costs nothing."""
-    provider = Provider(clock, lag=1000.0)  # far past the call's window
+def lagging_charge(provider: Provider, declared: float) -> Catalogue:
+    """A charge whose client crashes reading the reply after the effect, with a lookup that
+    declares ``declared`` seconds of lag; then a pivot that is declined."""
     catalogue = Catalogue("doubt")
 
     async def refund(args: Item, result: Any, ctx: StepContext) -> str:
@@ -457,7 +453,9 @@ async def test_a_lookup_lagging_past_what_it_declared_still_has_the_undo_called(
     async def find(args: Item, ctx: StepContext) -> dict[str, Any] | None:
         return provider.find(ctx.key)
 
-    @catalogue.compensable(undo=refund, lookup=find, retry=ONCE, repeatable=False)
+    @catalogue.compensable(
+        undo=refund, lookup=find, retry=ONCE, repeatable=False, lookup_lag=declared
+    )
     async def charge(args: Item, ctx: StepContext) -> dict[str, Any]:
         await provider.apply(ctx.key)
         raise RuntimeError("the client crashed reading the reply")
@@ -466,11 +464,42 @@ async def test_a_lookup_lagging_past_what_it_declared_still_has_the_undo_called(
     async def refuse(args: Item, ctx: StepContext) -> None:
         raise Permanent("declined")
 
+    return catalogue
+
+
+async def test_a_lookup_that_declares_its_lag_is_waited_for_before_not_found_counts(
+    store: Store, clock: FakeClock
+) -> None:
+    """The charge exists, but the lookup sees it only 1000 s later, as it declares: the
+    engine asks it once nothing can land and that lag has passed, finds the charge and
+    refunds it with its result."""
+    provider = Provider(clock, lag=1000.0)
+    catalogue = lagging_charge(provider, declared=1000.0)
+
     state = await orch(store, catalogue, clock, "p").execute(plan("charge", "refuse"), saga_id="s")
 
     assert state.status is SagaStatus.COMPENSATED
-    assert state.steps[0].status is not StepStatus.FAILED
+    assert state.steps[0].status is StepStatus.SUCCEEDED  # found, with its result
     assert not provider.in_place("s:0"), "the charge was left in place"
+
+
+async def test_a_lookup_lagging_past_what_it_declared_is_a_broken_promise(
+    store: Store, clock: FakeClock
+) -> None:
+    """A lookup that declared no lag answers "not found" for a charge that exists. Once
+    nothing can land and the declared lag has passed, not found is no effect (the
+    documents' rule: never undo a step that never ran): the step is recorded failed and
+    nothing is refunded. Such a provider breaks its promise; ``check-provider``'s lag row
+    measures it, and the drift warning says so at every start."""
+    provider = Provider(clock, lag=1000.0)  # far past the call's window
+    catalogue = lagging_charge(provider, declared=0.0)
+
+    state = await orch(store, catalogue, clock, "p").execute(plan("charge", "refuse"), saga_id="s")
+
+    assert state.status is SagaStatus.COMPENSATED
+    assert state.steps[0].status is StepStatus.FAILED
+    assert "found no effect" in (state.steps[0].error or "")
+    assert provider.in_place("s:0")  # what the broken promise costs
 
 
 async def test_an_undo_waits_for_a_settling_repeat_that_was_itself_cut_off(

@@ -99,22 +99,23 @@ async def test_lost_reply_is_settled_by_the_lookup(
     await check("lost")
 
 
-async def test_timeout_before_effect_is_undone_by_its_key(
+async def test_timeout_before_effect_is_looked_up_once_it_cannot_land(
     orchestrator, services, faults, checkout_plan, check
 ) -> None:
-    """A timeout is no proof of "no effect": the lookup's "not found" while the call may
-    still land proves nothing, so the step is undone by its key (which finds nothing)."""
+    """A timeout is no proof of "no effect": the lookup's "not found" counts only once the
+    call cannot land any more. Then it is the answer (the documents: treat not-found as
+    already compensated): the shipment took no effect, and nothing is cancelled."""
     faults.always("ship", Fault.TIMEOUT_BEFORE_EFFECT)
 
     state = await orchestrator.execute(checkout_plan("o-2"), saga_id="nothing")
 
     assert state.status is SagaStatus.COMPENSATED
     ship = state.steps[2]
-    assert ship.status is StepStatus.UNKNOWN
-    assert "outcome unknown" in (ship.error or "")
-    assert ship.undo_status is UndoStatus.DONE
+    assert ship.status is StepStatus.FAILED
+    assert "found no effect" in (ship.error or "")
+    assert ship.undo_status is UndoStatus.NONE
     assert services.rows("shipments") == []
-    assert [c["key"] for c in services.calls("cancel_shipment")] == ["nothing:2:undo"]
+    assert services.calls("cancel_shipment") == []
     assert [p["status"] for p in services.rows("payments")] == ["refunded"]
     await check("nothing")
 

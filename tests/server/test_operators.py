@@ -146,6 +146,69 @@ async def test_a_dead_letter_resolved_by_hand_records_who_and_why(
     assert twice.status_code == 404
 
 
+async def timed_out_release(
+    orchestrator: Orchestrator, services: CommerceServices, checkout_plan: PlanBuilder
+) -> tuple[DeadLetter, float]:
+    """A checkout whose charge is refused and whose release times out each time (its
+    reply lost after the effect): the dead letter, and until when its last try may land."""
+    services.faults.next("charge", Fault.PERMANENT).always("release", Fault.TIMEOUT_AFTER_EFFECT)
+    state = await orchestrator.execute(checkout_plan("dl"), saga_id="dl")
+    until = state.steps[0].undo_doubt_until
+    assert state.status is SagaStatus.COMPENSATION_FAILED
+    assert until is not None
+    [letter] = await orchestrator.store.dead_letters("open")
+    return letter, until
+
+
+async def test_a_dead_letter_whose_undo_may_still_land_is_not_resolved_by_hand(
+    as_role: Clients,
+    orchestrator: Orchestrator,
+    services: CommerceServices,
+    checkout_plan: PlanBuilder,
+    store: Store,
+    clock: FakeClock,
+) -> None:
+    """A person who released by hand now could see the release Pivotal sent land after: the
+    API refuses, says until when, and records nothing; once it cannot land it accepts."""
+    letter, until = await timed_out_release(orchestrator, services, checkout_plan)
+    why = {"reason": "released in the WMS by hand"}
+
+    reply = await as_role[Role.OPERATOR].post(
+        f"/v1/dead-letters/{letter.id}/resolve", content=as_json(why)
+    )
+    assert reply.status_code == 409, reply.text
+    assert reply.json()["error"]["code"] == "may_still_land"
+    assert "cannot land after" in reply.json()["error"]["message"]
+    assert [d.status for d in await store.dead_letters(None)] == ["open"]
+
+    clock.advance(until - clock.now() + 1)
+    reply = await as_role[Role.OPERATOR].post(
+        f"/v1/dead-letters/{letter.id}/resolve", content=as_json(why)
+    )
+    assert reply.status_code == 200, reply.text
+    assert (await orchestrator.get("dl")).state.status is SagaStatus.COMPENSATED
+
+
+async def test_the_dead_letters_page_says_until_when_an_undo_may_still_land(
+    login: Callable[[Role], Any],
+    orchestrator: Orchestrator,
+    services: CommerceServices,
+    checkout_plan: PlanBuilder,
+    store: Store,
+) -> None:
+    letter, _ = await timed_out_release(orchestrator, services, checkout_plan)
+    page = await login(Role.OPERATOR)
+    form = await page.get("/ui/dead-letters")
+    posted = await page.post(
+        f"/ui/dead-letters/{letter.id}/resolve",
+        data={"reason": "released by hand", "csrf": csrf_of(form.text)},
+    )
+    assert posted.status_code == 409
+    assert "may still land" in posted.text
+    assert "cannot land after" in posted.text
+    assert [d.status for d in await store.dead_letters(None)] == ["open"]
+
+
 async def parked(
     orchestrator: Orchestrator, services: CommerceServices, fulfilment_plan: PlanBuilder
 ) -> None:

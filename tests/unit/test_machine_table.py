@@ -10,6 +10,7 @@ import pytest
 
 from pivotal.engine.machine import (
     IMPOSSIBLE,
+    MAY_HAVE_LANDED,
     TABLE,
     Approval,
     Do,
@@ -29,6 +30,7 @@ from pivotal.engine.machine import (
 )
 
 C, R, S, U, G = Phase.CALLED, Phase.RESUMED, Phase.SETTLED, Phase.UNDOING, Phase.UNDO_GATE
+UC, RS = Phase.UNDO_CALLED, Phase.RESOLVING
 P, A = Phase.UNIT_ENDED, Phase.GATE
 BF, AF, XF = Phase.BEFORE_FROM, Phase.AT_FROM, Phase.AFTER_FROM
 DONE, NEW, NONE, DOUBT = Standing.SUCCEEDED, Standing.NOT_RUN, Standing.NO_EFFECT, Standing.IN_DOUBT
@@ -67,26 +69,45 @@ CASES = [
     (R, Found.NO_LOOKUP, Facts(), Do.CONTINUE),
     (S, Found.FOUND, Facts(), Do.SUCCEED),
     (S, Found.FOUND, Facts(aborted=True), Do.UNKNOWN),
-    (S, Found.NOT_FOUND, Facts(wants_retry=True, aborted=True), Do.UNKNOWN),
-    # a lagging "not found" on a compensable step: its undo still runs, by key
-    (S, Found.NOT_FOUND, Facts(), Do.UNKNOWN),
+    # once nothing can land and the declared lag passed, not found is no effect (000)
+    (S, Found.NOT_FOUND, Facts(wants_retry=True, aborted=True), Do.FAIL),
+    (S, Found.NOT_FOUND, Facts(), Do.FAIL),
     (S, Found.NOT_FOUND, Facts(compensable=False), Do.FAIL),
     (S, Found.NO_LOOKUP, Facts(), Do.UNKNOWN),
     # compensating a step in doubt: wait, look up, undo by key; never repeat by default
     (U, Tick.NOW, Facts(can_land=True), Do.WAIT),
+    (U, Tick.NOW, Facts(lookup_lags=True), Do.WAIT),
     (U, Tick.NOW, Facts(), Do.LOOKUP),
     (U, Found.FOUND, Facts(), Do.UNDO),
-    (U, Found.NOT_FOUND, Facts(), Do.UNDO_BY_KEY),
+    # nothing to undo: never a step that never ran (004)
+    (U, Found.NOT_FOUND, Facts(), Do.FAIL),
+    (U, Found.NOT_FOUND, Facts(repeat_before_undo=True), Do.FAIL),
     (U, Found.CANNOT_TELL, Facts(), Do.UNDO_BY_KEY),
     (U, Found.NO_LOOKUP, Facts(), Do.UNDO_BY_KEY),
     (U, Found.NO_LOOKUP, Facts(repeat_before_undo=True), Do.REPEAT),
-    (U, Found.NOT_FOUND, Facts(repeat_before_undo=True), Do.REPEAT),
     (U, Found.CANNOT_TELL, Facts(repeat_before_undo=True), Do.REPEAT),
     (U, Found.NO_LOOKUP, Facts(repeat_before_undo=True, repeated=True), Do.UNDO_BY_KEY),
     (U, Found.NO_LOOKUP, Facts(repeat_before_undo=True, repeatable=False), Do.UNDO_BY_KEY),
     # no undo while the action, or an earlier undo attempt, may still land
     (G, Tick.NOW, Facts(can_land=True), Do.WAIT),
-    (G, Tick.NOW, Facts(undo_can_land=True), Do.WAIT),
+    (G, Tick.NOW, Facts(undo_running=True), Do.WAIT),
+    (G, Tick.NOW, Facts(undo_can_land=True), Do.GO),  # it raised: its key is replayed
+    # an undo call ended: whatever may have landed keeps its window, in a dead letter too
+    (UC, End.RETURNED, Facts(), Do.SUCCEED),
+    (UC, End.NO_EFFECT, Facts(), Do.DEAD_LETTER),
+    (UC, End.ABORT, Facts(), Do.DEAD_LETTER),
+    (UC, End.NOT_STARTED, Facts(), Do.RETRY),
+    (UC, End.NOT_STARTED, Facts(retries_left=False), Do.DEAD_LETTER),
+    (UC, End.TRANSIENT, Facts(), Do.RETRY),
+    (UC, End.UNKNOWN, Facts(), Do.RETRY),
+    (UC, End.ABANDONED, Facts(), Do.RETRY_AFTER_DOUBT),
+    (UC, End.INTERRUPTED, Facts(), Do.RETRY_AFTER_DOUBT),
+    *((UC, end, Facts(retries_left=False), Do.DEAD_LETTER) for end in sorted(MAY_HAVE_LANDED)),
+    # a person settles an undo (a dead letter), or a parked saga, by hand
+    (RS, Tick.NOW, Facts(can_land=True), Do.REFUSE),
+    (RS, Tick.NOW, Facts(undo_can_land=True), Do.REFUSE),
+    (RS, Tick.NOW, Facts(undo_running=True, undo_can_land=True), Do.REFUSE),
+    (RS, Tick.NOW, Facts(), Do.BY_HAND),
     (G, Tick.NOW, Facts(), Do.GO),
     # a step of the unit did not succeed
     (P, Outcome.FAILED, Facts(), Do.COMPENSATE),
@@ -148,20 +169,16 @@ def test_every_declared_row_is_exercised_by_the_cases() -> None:
     assert missed == []
 
 
-def _every_facts() -> list[Facts]:
-    names = [f.name for f in fields(Facts)]
-    return [
-        Facts(**dict(zip(names, values, strict=True)))
-        for values in itertools.product((False, True), repeat=len(names))
-    ]
-
-
 def test_every_declared_pair_answers_every_set_of_facts() -> None:
-    declared = {(row.phase, row.seen) for row in TABLE}
-    everything = _every_facts()
-    for phase, seen in declared:
-        for facts in everything:
-            decide(phase, seen, facts)  # raises Impossible when no row accepts them
+    """Each set of the facts a pair's rows read (the others cannot change its answer)."""
+    assert {f.name for f in fields(Facts)} >= {c.lstrip("!") for r in TABLE for c in r.when}
+    for phase, seen in {(row.phase, row.seen) for row in TABLE}:
+        names = sorted(
+            {c.lstrip("!") for r in TABLE if (r.phase, r.seen) == (phase, seen) for c in r.when}
+        )
+        for values in itertools.product((False, True), repeat=len(names)):
+            # raises Impossible when no row accepts them
+            decide(phase, seen, Facts(**dict(zip(names, values, strict=True))))
 
 
 def test_every_other_pair_is_impossible() -> None:

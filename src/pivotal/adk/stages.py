@@ -113,8 +113,12 @@ class Parallel:
         return self.name
 
 
-DECIDE_TIMEOUT = 300.0
-"""How long a model stage may take, in seconds, unless its agent or the stage says."""
+DECIDE_TIMEOUT = 60.0
+"""How long a model stage may take, in seconds, unless its agent or the stage says: about
+what a person waits for a model's answer before giving up on it. While a model decides, the
+agent holds the saga's lease and the exposure the plan reserves; a silent model gives both
+back within this bound (its silence rolls the saga back). A stage whose model is known to
+think longer (a reasoning model, a chain of tool calls) sets its own ``timeout``."""
 
 
 def check_timeout(timeout: float, what: str) -> float:

@@ -17,6 +17,7 @@ from typing import Any, cast
 # Imported for their error classes: the API answers with these codes, among those of
 # ``pivotal.errors`` (``pivotal.server.errors`` gives each its status).
 import pivotal.bulk
+import pivotal.engine.by_hand
 import pivotal.engine.resuming
 import pivotal.fork
 import pivotal.report

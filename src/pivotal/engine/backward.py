@@ -8,8 +8,9 @@ from dataclasses import replace
 from typing import Any
 
 from pivotal.catalogue import NothingToUndo, Partial, StepKind
+from pivotal.engine import by_hand
 from pivotal.engine.calls import Abandoned
-from pivotal.engine.forward import Forward, _open, _repeatable
+from pivotal.engine.forward import _RETURNED, Forward, _open, _repeatable
 from pivotal.engine.machine import MAY_HAVE_LANDED, Do, End, Facts, Phase, Tick, decide, may_start
 from pivotal.engine.values import _note, _outcome_name, describe, jsonable
 from pivotal.holds import lapsed_since
@@ -34,6 +35,13 @@ _UNDO_SETTLED = (
 )
 _UNDO_ENDED = (UndoStatus.DONE, UndoStatus.PARTIAL, UndoStatus.LAPSED, UndoStatus.RESOLVED)
 _UNDO_OPEN = (UndoStatus.STARTED, UndoStatus.RETRY_WAIT, UndoStatus.DEAD_LETTERED)
+# how an undo call that raised ended, by what ``classify`` made of it (abandoned aside)
+_UNDO_END = {
+    Outcome.TRANSIENT: End.TRANSIENT,
+    Outcome.UNKNOWN: End.UNKNOWN,
+    Outcome.PERMANENT: End.NO_EFFECT,
+    Outcome.ABORT: End.ABORT,
+}
 
 
 class Backward(Forward):
@@ -65,30 +73,41 @@ class Backward(Forward):
 
     async def _settle_forward(self, index: int) -> bool:
         """Before a step whose outcome is not known is undone: wait until no attempt of it
-        can land any more, then look it up by its key. Found: its result is recorded and
-        the undo gets it. Otherwise the undo is called by its key (it treats "not found" as
-        done), unless the step opted in to one settling repeat (``repeat_before_undo``).
+        can land any more and its lookup's declared lag has passed, then look it up by its
+        key. Found: its result is recorded and the undo gets it. Not found: it took no
+        effect, and nothing is undone (it is recorded failed). Nobody can tell (no lookup,
+        or one that raised): the undo is called by its key (it treats "not found" as done),
+        unless the step opted in to one settling repeat (``repeat_before_undo``).
         True: undo it."""
         rec = self.state.steps[index]
         if rec.status is StepStatus.SUCCEEDED or rec.undo_attempts > 0:
             return True  # its result is known, or its undo has begun: never act again
         step = self.step_of(index)
+        now = self.clock.now()
+        seen_by = self._seen_by(index)
         facts = Facts(
             repeatable=_repeatable(step),
-            can_land=_open(rec.doubt_until, self.clock.now()),
+            can_land=_open(rec.doubt_until, now),
+            lookup_lags=_open(seen_by, now),
             repeat_before_undo=step.repeat_before_undo,
             repeated=rec.settle_attempt is not None,
         )
-        if decide(Phase.UNDOING, Tick.NOW, facts).do is Do.WAIT and rec.doubt_until:
-            await self._undo_wait_recorded(index, rec.doubt_until)
-            await self._wait_until(rec.doubt_until)
-            facts = replace(facts, can_land=False)
+        if decide(Phase.UNDOING, Tick.NOW, facts).do is Do.WAIT:
+            until = max(t for t in (rec.doubt_until, seen_by) if t is not None)
+            await self._undo_wait_recorded(index, until)
+            await self._wait_until(until)
+            facts = replace(facts, can_land=False, lookup_lags=False)
             decide(Phase.UNDOING, Tick.NOW, facts)
         found, result = await self._lookup(index, rec.attempts)
         do = decide(Phase.UNDOING, found, facts).do
         if do is Do.UNDO:
             await self._succeed(index, result, via="lookup")
             return True
+        if do is Do.FAIL:
+            rec = self.state.steps[index]
+            error = f"{rec.error or 'its outcome was not known'}; its lookup found no effect"
+            await self._fail(index, rec.attempts, f"{error}: nothing to undo", "not_found")
+            return False
         if do is Do.REPEAT:
             return await self._repeat(index)
         rec = self.state.steps[index]
@@ -96,6 +115,14 @@ class Backward(Forward):
             error = f"attempt {rec.attempts} was interrupted before its outcome was recorded"
             await self._unknown(index, rec.attempts, error, doubt=rec.doubt_until)
         return True  # undo by its key: the undo treats "not found" as undone
+
+    def _seen_by(self, index: int) -> float | None:
+        """By when the step's lookup sees whatever an attempt of it made: its declared
+        ``lookup_lag`` after the last moment one could land (None: no lookup, or no lag)."""
+        step, rec = self.step_of(index), self.state.steps[index]
+        if step.lookup is None or not step.lookup_lag or rec.made_by is None:
+            return None
+        return rec.made_by + step.lookup_lag
 
     async def _repeat(self, index: int) -> bool:
         """One more attempt of an in-doubt action with its key, to learn its outcome."""
@@ -108,7 +135,7 @@ class Backward(Forward):
         ctx = self.context(index, attempt)
         not_after = await self._intent(index, ctx, settle=True)
         end, result, error = await self._call_action(index, step, args, ctx, not_after)
-        if end is End.RETURNED:
+        if end is End.RETURNED and decide(Phase.CALLED, end, _RETURNED).do is Do.SUCCEED:
             await self._hook(Point.AFTER_EFFECT, index)
             await self._succeed(index, jsonable(result), via="settle", messages=ctx.outbox)
             return True
@@ -119,27 +146,24 @@ class Backward(Forward):
         return True
 
     async def undo(self, index: int) -> None:
-        """Run one step's undo until it succeeds or is parked as a dead letter.
-
-        Any failure but ``Permanent`` (or an exception the step declares as "no effect") is
-        retried with the same undo key; an undo attempt interrupted before its outcome was
-        recorded counts against the budget.
+        """Run one step's undo until it succeeds or is parked as a dead letter, as the
+        machine decides after each call (``UNDO_CALLED``): any failure but ``Permanent``,
+        ``Abort`` (or an exception the step declares as "no effect") is retried with the
+        same undo key while its budget lasts; an undo attempt interrupted before its
+        outcome was recorded counts against the budget. Whatever may have landed keeps its
+        window, in the dead letter too.
         """
         policy = self.step_of(index).undo_retry
         while True:
             rec = self.state.steps[index]
             if rec.undo_status in _UNDO_SETTLED or await self._lapsed(index):
                 return
-            if rec.undo_status is UndoStatus.STARTED:
-                doubt = rec.undo_doubt_until
+            if rec.undo_status is UndoStatus.STARTED:  # its last attempt never told
                 interrupted = f"undo attempt {rec.undo_attempts} was interrupted before its outcome"
-                if doubt is not None and self.clock.now() < doubt:
-                    # it may still be running: the undo key is never called twice at once
-                    await self._schedule_undo_at(index, rec.undo_attempts, interrupted, doubt)
-                    continue
-                if policy.exhausted(rec.undo_attempts):
-                    await self._park(index, rec.undo_attempts, interrupted, retries=0, doubt=doubt)
+                end = End.INTERRUPTED
+                if await self._after_undo(index, rec.undo_attempts, end, interrupted, None):
                     return
+                continue
             if rec.undo_status is UndoStatus.RETRY_WAIT:
                 await self._wait_until(rec.undo_next_attempt_at)
                 if policy.exhausted(rec.undo_attempts):  # only a wait for doubt gets here
@@ -150,25 +174,46 @@ class Backward(Forward):
                 continue
             attempt = rec.undo_attempts + 1
             before = rec.undo_doubt_until
-            error = await self._undo_attempt(index, attempt)
-            if error is None:
+            ended = await self._undo_attempt(index, attempt)
+            if ended is None:
                 return
-            outcome, message, abandoned = error
-            doubt = self.state.steps[index].undo_doubt_until if abandoned else before
-            retry = outcome in (Outcome.TRANSIENT, Outcome.UNKNOWN)
-            if retry and not policy.exhausted(attempt):
-                await self._schedule(
-                    EventType.UNDO_RETRY_SCHEDULED,
-                    index,
-                    attempt,
-                    message,
-                    policy,
-                    doubt=doubt,
-                    not_before=doubt,  # never beside an undo attempt that may still run
-                )
-                continue
-            await self._park(index, attempt, message, retries=0, doubt=doubt)
-            return
+            if await self._after_undo(index, attempt, *ended, before):
+                return
+
+    async def _after_undo(
+        self,
+        index: int,
+        attempt: int,
+        end: End,
+        error: str,
+        before: float | None,
+        letter: int | None = None,
+    ) -> bool:
+        """Carry out what the machine decides once undo attempt ``attempt`` ended with
+        ``end`` (``before``: until when earlier undo attempts may land; ``letter``: the
+        retries a dead letter had, when this was one). True: the undo is parked as a dead
+        letter; False: it is scheduled again."""
+        rec = self.state.steps[index]
+        policy = self.step_of(index).undo_retry
+        facts = Facts(retries_left=letter is None and not policy.exhausted(attempt))
+        do = decide(Phase.UNDO_CALLED, end, facts).do
+        # whoever cut it short, an undo that may have landed keeps its window
+        doubt = rec.undo_doubt_until if end in MAY_HAVE_LANDED else before
+        if do is Do.DEAD_LETTER:
+            retries = 0 if letter is None else letter + 1
+            await self._park(index, attempt, error, retries=retries, doubt=doubt)
+            return True
+        await self._schedule(
+            EventType.UNDO_RETRY_SCHEDULED,
+            index,
+            attempt,
+            error,
+            policy,
+            doubt=doubt,
+            # never beside an attempt that may still run; one that raised has ended
+            not_before=doubt if do is Do.RETRY_AFTER_DOUBT else None,
+        )
+        return False
 
     async def _undo_waits(self, index: int) -> bool:
         """True when the machine says no undo may be called now (an attempt of the action
@@ -195,12 +240,23 @@ class Backward(Forward):
             )
         )
 
-    def _undo_barred(self, index: int) -> bool:
+    def _undo_barred(self, index: int, *, letter: bool = False) -> bool:
         """The machine's gate before any undo call (compensation, a dead letter's retry):
-        True while an attempt of the action, or of the undo, may still land."""
+        True while an attempt of the action may still land, or one of the undo may still
+        run. A retry the machine scheduled inside the undo's window (its attempt raised, and
+        the provider replays the undo key) is not held back by it; a dead letter's retry
+        (``letter``) waits for the whole window."""
         rec, now = self.state.steps[index], self.clock.now()
+        retrying = (
+            not letter
+            and rec.undo_status is UndoStatus.RETRY_WAIT
+            and rec.undo_next_attempt_at is not None
+            and rec.undo_doubt_until is not None
+            and rec.undo_next_attempt_at < rec.undo_doubt_until
+        )
         facts = Facts(
-            can_land=_open(rec.doubt_until, now), undo_can_land=_open(rec.undo_doubt_until, now)
+            can_land=_open(rec.doubt_until, now),
+            undo_running=not retrying and _open(rec.undo_doubt_until, now),
         )
         return decide(Phase.UNDO_GATE, Tick.NOW, facts).do is Do.WAIT
 
@@ -218,26 +274,14 @@ class Backward(Forward):
         await self.emit(self.event(EventType.UNDO_LAPSED, index, note=note), defer=True)
         return True
 
-    async def _schedule_undo_at(self, index: int, attempt: int, error: str, at: float) -> None:
-        await self.emit(
-            self.event(
-                EventType.UNDO_RETRY_SCHEDULED,
-                index,
-                attempt,
-                error=f"{error}; it may still take effect until {moment(at)}",
-                next_attempt_at=at,
-                doubt_until=at,
-            )
-        )
-
-    async def _undo_attempt(self, index: int, attempt: int) -> tuple[Outcome, str, bool] | None:
-        """One undo call under its intent; None when it succeeded, else its outcome, what
-        it raised and whether it was abandoned (it may still take effect)."""
+    async def _undo_attempt(self, index: int, attempt: int) -> tuple[End, str] | None:
+        """One undo call under its intent; None when it succeeded, else how it ended and
+        what it raised."""
         step = self.step_of(index)
         assert step.undo is not None
         args = self._args_or_error(index)
         if isinstance(args, str):
-            return Outcome.PERMANENT, args, False  # nothing can be called: a person must look
+            return End.NO_EFFECT, args  # nothing can be called: a person must look
         ctx = self.context(index, attempt, undo=True)
         not_after = await self._intent(index, ctx, undo=True)
         call = self._call(ctx, undo=True)
@@ -247,7 +291,7 @@ class Backward(Forward):
             now = self.clock.now()  # one reading: whether the undo may start, and for how long
             if not may_start(now, not_after):  # nothing was called
                 call.outcome = "not_started"
-                return Outcome.TRANSIENT, "its deadline passed before the undo could begin", False
+                return End.NOT_STARTED, "its deadline passed before the undo could begin"
             try:
                 result = self.state.steps[index].result
                 note = await self._bounded(step.undo(args, result, ctx), not_after - now)
@@ -255,8 +299,10 @@ class Backward(Forward):
                 outcome = classify(exc, step.retry_on, step.no_effect_on)
                 call.outcome = _outcome_name(exc, outcome)
                 self._traces[index, True] = from_exception(exc)
-                return outcome, describe(exc), isinstance(exc, Abandoned)
+                end = End.ABANDONED if isinstance(exc, Abandoned) else _UNDO_END[outcome]
+                return end, describe(exc)
             call.outcome = "succeeded"
+        decide(Phase.UNDO_CALLED, End.RETURNED, _RETURNED)
         await self._hook(Point.AFTER_UNDO_EFFECT, index)
         extra: dict[str, Any] = {} if note is None else {"note": _note(note)}
         if isinstance(note, NothingToUndo):
@@ -310,19 +356,21 @@ class Backward(Forward):
         if await self._lapsed(index):  # a parked release of a hold that has since lapsed
             await self._settle()
             return True
-        if self._undo_barred(index):
+        if self._undo_barred(index, letter=True):
             return False  # an attempt of the undo or of the action may still land: not now
         before = rec.undo_doubt_until
-        error = await self._undo_attempt(index, rec.undo_attempts + 1)
-        if error is not None:
-            doubt = self.state.steps[index].undo_doubt_until if error[2] else before
-            await self._park(index, rec.undo_attempts + 1, error[1], retries + 1, doubt=doubt)
+        attempt = rec.undo_attempts + 1
+        ended = await self._undo_attempt(index, attempt)
+        if ended is not None:
+            await self._after_undo(index, attempt, *ended, before, letter=retries)
             return False
         await self._settle()
         return True
 
     async def resolve_dead_letter(self, index: int, by: str, reason: str) -> None:
-        """An operator settled the undo by hand."""
+        """A person settled the undo by hand: refused (``by_hand.MayStillLand``, nothing
+        recorded) while an attempt of the action or of the undo may still land."""
+        by_hand.check(self.state, [index], self.clock.now(), "the dead letter's undo")
         await self.emit(
             self.event(EventType.DEAD_LETTER_RESOLVED, index, by=by, reason=reason), defer=True
         )

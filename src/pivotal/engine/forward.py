@@ -97,7 +97,7 @@ class Forward(Calls):
                 raise Suspended(f"paused before step {index}")
             not_after = await self._intent(index, ctx)
             end, result, error = await self._call_action(index, step, args, ctx, not_after)
-            if end is End.RETURNED:
+            if end is End.RETURNED and decide(Phase.CALLED, end, _RETURNED).do is Do.SUCCEED:
                 await self._hook(Point.AFTER_EFFECT, index)
                 await self._succeed(index, jsonable(result), messages=ctx.outbox)
                 return
@@ -346,6 +346,7 @@ class Forward(Calls):
 # pass ended mid-call): recorded as ``running`` on the event that follows, so that a
 # person's resume does not call the step again before it cannot land (``SAGA_RESUMED``)
 _RUNNING = frozenset({End.ABANDONED, End.INTERRUPTED})
+_RETURNED = Facts()  # a call that returned: no fact decides it
 _WANTS_RETRY = frozenset({End.TRANSIENT, End.ABANDONED, End.INTERRUPTED, End.NOT_STARTED})
 _FAILED_AS = {End.NO_EFFECT: "permanent", End.ABORT: "abort", End.NOT_STARTED: "not_started"}
 

@@ -31,6 +31,8 @@ class Phase(StrEnum):
     SETTLED = "settled"  # no attempt can land any more and the lookup's lag passed: it answered
     UNDOING = "undoing"  # compensation reached a step whose outcome is not known
     UNDO_GATE = "undo_gate"  # an undo is about to be called
+    UNDO_CALLED = "undo_called"  # a call of the undo ended (or was found interrupted)
+    RESOLVING = "resolving"  # a person asks to record a step settled by hand (its undo)
     UNIT_ENDED = "unit_ended"  # a step of the unit ended failed, or with its outcome unknown
     GATE = "gate"  # the unit is the one a person's approval gates; its approval as it stands
     # a person resumes a parked saga from a step: each step, by where it is from that step
@@ -112,6 +114,7 @@ class Do(StrEnum):
     UNDO = "undo"  # record the found result, then undo with it
     UNDO_BY_KEY = "undo_by_key"  # undo without a result: the undo finds the effect by key
     REPEAT = "repeat"  # call the action once more with its key, to give the undo its result
+    DEAD_LETTER = "dead_letter"  # park the undo for a person; a window it may land in is kept
     GO = "go"  # call the undo; or run the gated step
     NEEDS_HUMAN = "needs_human"  # stop the saga for a person, with the reason
     COMPENSATE = "compensate"  # begin compensation, with the reason
@@ -137,6 +140,12 @@ class Facts:
     compensable: bool = True  # the step has an undo
     can_land: bool = False  # an attempt of the action may still land
     undo_can_land: bool = False  # an attempt of the undo may still land
+    # an attempt of the undo may still be running: cut off by its bound or a lost pass (one
+    # that raised has ended; its provider replays the undo key if it lands late)
+    undo_running: bool = False
+    # the step's lookup may not yet see what landed last: its declared ``lookup_lag`` has
+    # not passed since the last moment an attempt could land
+    lookup_lags: bool = False
     repeat_before_undo: bool = False  # the step opts in to a settling repeat before its undo
     repeated: bool = False  # that repeat was made already (at most one)
     passed_pivot: bool = False  # the point of no return took effect
@@ -262,20 +271,34 @@ def _rows() -> tuple[Row, ...]:
         Row(
             S,
             Found.NOT_FOUND,
-            ("compensable",),
-            Do.UNKNOWN,
-            "not found, yet a lookup may lag: compensation calls the undo by key, which "
-            "treats not found as done (it costs nothing)",
+            (),
+            Do.FAIL,
+            "nothing can land and the lookup's declared lag has passed: not found is no "
+            "effect, and nothing is undone (000: treat not-found as already compensated)",
         ),
-        Row(S, Found.NOT_FOUND, (), Do.FAIL, "no effect was found, and none can land"),
         Row(S, Found.CANNOT_TELL, (), Do.UNKNOWN, "nobody can tell: compensation decides"),
         Row(S, Found.NO_LOOKUP, (), Do.UNKNOWN, "nobody can tell: compensation decides"),
         # -- compensation reached a step whose outcome is not known -------------------------
         Row(U, Tick.NOW, ("can_land",), Do.WAIT, "no undo while an attempt may land"),
+        Row(
+            U,
+            Tick.NOW,
+            ("lookup_lags",),
+            Do.WAIT,
+            "its lookup may not see yet what landed last: wait its declared lag",
+        ),
         Row(U, Tick.NOW, (), Do.LOOKUP, "look the effect up by its key"),
         Row(U, Found.FOUND, (), Do.UNDO, "undo the effect found, with its result"),
+        Row(
+            U,
+            Found.NOT_FOUND,
+            (),
+            Do.FAIL,
+            "nothing can land and the lookup's declared lag has passed: no effect, nothing "
+            "to undo (004: never undo a step that never ran)",
+        ),
     ]
-    for found in (Found.NOT_FOUND, Found.CANNOT_TELL, Found.NO_LOOKUP):
+    for found in (Found.CANNOT_TELL, Found.NO_LOOKUP):
         rows += [
             Row(
                 U,
@@ -289,8 +312,8 @@ def _rows() -> tuple[Row, ...]:
                 found,
                 (),
                 Do.UNDO_BY_KEY,
-                "never repeated forward just to be undone: the undo, by key, treats not "
-                "found as done",
+                "nobody can tell: never repeated forward just to be undone, the undo by key "
+                "treats not found as done",
             ),
         ]
     P, A = Phase.UNIT_ENDED, Phase.GATE
@@ -327,11 +350,69 @@ def _rows() -> tuple[Row, ...]:
     rows += [
         # -- an undo is about to be called (compensation, or a dead letter's retry) ---------
         Row(G, Tick.NOW, ("can_land",), Do.WAIT, "the action may still land: undo after it"),
-        Row(G, Tick.NOW, ("undo_can_land",), Do.WAIT, "an earlier undo attempt may still run"),
+        Row(G, Tick.NOW, ("undo_running",), Do.WAIT, "an earlier undo attempt may still run"),
         Row(G, Tick.NOW, (), Do.GO, "nothing of the step can land any more"),
     ]
+    rows += _undo_rows()
     rows += _resume_from_rows()
     return tuple(rows)
+
+
+def _undo_rows() -> list[Row]:
+    """How a call of an undo ended, and a person settling a step's undo by hand. An undo
+    that may have landed keeps its window whoever cut it short, as a call of the action
+    does: its dead letter says until when, and no person settles it by hand before then."""
+    UC, RS = Phase.UNDO_CALLED, Phase.RESOLVING
+    parked = "a person must look (the dead letter keeps any window an earlier attempt left)"
+    rows = [
+        Row(UC, End.RETURNED, (), Do.SUCCEED, "the undo returned: the step is undone"),
+        Row(UC, End.NO_EFFECT, (), Do.DEAD_LETTER, f"the provider refused the undo: {parked}"),
+        Row(UC, End.ABORT, (), Do.DEAD_LETTER, f"the undo gave up (Abort): {parked}"),
+        Row(UC, End.NOT_STARTED, ("retries_left",), Do.RETRY, "nothing was called: try again"),
+        Row(UC, End.NOT_STARTED, (), Do.DEAD_LETTER, f"nothing was called this time: {parked}"),
+    ]
+    for end in sorted(MAY_HAVE_LANDED, key=list(End).index):
+        cut = end in (End.ABANDONED, End.INTERRUPTED)  # the call itself may still run
+        rows.append(
+            Row(
+                UC,
+                end,
+                ("retries_left",),
+                Do.RETRY_AFTER_DOUBT if cut else Do.RETRY,
+                "called again with its undo key, which the provider replays; "
+                + ("never beside an attempt that may still run" if cut else "its window kept"),
+            )
+        )
+        rows.append(
+            Row(
+                UC,
+                end,
+                (),
+                Do.DEAD_LETTER,
+                "its budget ran out and it may still land until its deadline: the dead letter "
+                "keeps that window, and nobody settles it by hand before it ends",
+            )
+        )
+    rows += [
+        Row(
+            RS,
+            Tick.NOW,
+            ("can_land",),
+            Do.REFUSE,
+            "an attempt of its action may still land, and what it makes after the person's "
+            "word would stay",
+        ),
+        Row(
+            RS,
+            Tick.NOW,
+            ("undo_can_land",),
+            Do.REFUSE,
+            "an attempt of its undo may still land, and undone by hand as well it would be "
+            "undone twice",
+        ),
+        Row(RS, Tick.NOW, (), Do.BY_HAND, "nothing of the step can land any more"),
+    ]
+    return rows
 
 
 def _resume_from_rows() -> list[Row]:

@@ -631,7 +631,7 @@ async def dead_letter(request: Request, dead_letter_id: int, action: str) -> Res
         return refused(request, who, 404, "There is no such open dead letter.")
     try:
         await ctx.orchestrator.resolve_dead_letter(dead_letter_id, who.name, reason)
-    except InvalidInput as exc:
+    except (InvalidInput, SagaConflict) as exc:  # MayStillLand: until when
         return refused(request, who, 409, str(exc))
     return to("/ui/dead-letters?notice=resolved")
 
