@@ -22,8 +22,10 @@ from pivotal import (
     SagaStatus,
     StepContext,
     StepStatus,
+    Transient,
     parse_plan,
 )
+from pivotal.engine import RunOptions
 from pivotal.plan import Plan
 from pivotal.store import Store
 from pivotal.worker import Sweeper, Worker, WorkerConfig
@@ -535,3 +537,46 @@ async def test_an_undo_waits_for_a_settling_repeat_that_was_itself_cut_off(
     provider.release("s:0")
     await asyncio.sleep(0)
     assert state.status is SagaStatus.COMPENSATED
+
+
+@pytest.mark.parametrize("lag", [0.0, 3.0], ids=["no-lag", "lag-past-a-pass"])
+async def test_a_step_not_repeatable_is_called_again_once_its_lookup_proved_nothing(
+    store: Store, clock: FakeClock, lag: float
+) -> None:
+    """A step that is not repeatable fails transiently; once nothing can land and its
+    lookup's lag has passed, the lookup finds nothing, and it is called again. Before (the
+    simulation found both): the window was kept after that proof, so the pass settled it
+    again and again for ever; and a lag longer than a worker's pass waits inline (2 s) was
+    counted from each pass's start, so every pass found it ahead and the saga never went
+    on."""
+    provider = Provider(clock)
+    catalogue = Catalogue("doubt", default_timeout=5, doubt_grace=1)
+    calls: list[str] = []
+
+    async def find(args: Item, ctx: StepContext) -> dict[str, Any] | None:
+        return provider.find(ctx.key)
+
+    async def refund(args: Item, result: Any, ctx: StepContext) -> str:
+        return provider.undo(ctx.action_key)
+
+    @catalogue.compensable(undo=refund, lookup=find, lookup_lag=lag, repeatable=False, retry=QUICK)
+    async def charge(args: Item, ctx: StepContext) -> dict[str, Any]:
+        calls.append(ctx.key)
+        if len(calls) == 1:
+            raise Transient("gateway busy")
+        return await provider.apply(ctx.key)
+
+    o = orch(store, catalogue, clock, "w")
+    await o.submit(plan("charge"), saga_id="s")
+    passes = 0
+    while True:
+        state = await o.run("s", options=RunOptions(owner="w", max_inline_wait=2.0))
+        passes += 1
+        if state.status.terminal or passes > 10:
+            break
+        assert state.wake_at is not None
+        clock.advance(state.wake_at - clock.now())
+
+    assert state.status is SagaStatus.COMPLETED
+    assert passes <= 3
+    assert calls == ["s:0", "s:0"]

@@ -295,12 +295,14 @@ class Forward(Calls):
         waits on the answer; else nobody can tell yet. True: the step has its outcome;
         False: go on (called again, or a durable wait was recorded)."""
         now = self.clock.now()
-        ready = max(doubt or 0.0, now) + self.step_of(index).lookup_lag
+        # the lag counts from the last moment an attempt could land, never from now (a pass
+        # resumed later must not push it further out: it would never be over)
+        ready = (now if doubt is None else doubt) + self.step_of(index).lookup_lag
         found, result = await self._lookup(index, attempt)  # a found effect counts at once
         # "not found" counts only once nothing can land; it is waited for only where it
         # decides something (a retry, or a pivot compensating rather than going to a
-        # person): a compensable step is undone by its key either way, a retriable one
-        # goes to a person either way
+        # person): a compensable step is looked up again before its undo either way, a
+        # retriable one goes to a person either way
         decisive = (facts.wants_retry and facts.retries_left) or (
             self.step_of(index).kind is StepKind.PIVOT
         )
@@ -331,8 +333,10 @@ class Forward(Calls):
                     attempt,
                     error=f"{error} (lookup found no effect: called again)",
                     next_attempt_at=self.clock.now(),
-                    doubt_until=doubt,  # kept: a lagging lookup is survived by undos
-                    running=False,  # nothing of it can land any more
+                    # none can land and the declared lag passed: provably no effect, so
+                    # no window is left (kept, the next pass would settle it again)
+                    doubt_until=None,
+                    running=False,
                 )
             )
             return False
