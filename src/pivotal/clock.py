@@ -54,6 +54,12 @@ class LedgerTime(Protocol):
 # How far the host's clock may move apart from the monotonic one between two syncs before
 # it counts as stepped (NTP slews at most 0.5 ms a second; a step or a suspend is more).
 STEPPED = 1.0
+# The longest round trip a reading of the ledger's time may take to be believed: the answer
+# was given somewhere within it, so a reading is off by up to half of it (a process frozen,
+# or a link stalled, mid-way makes it long). Two processes whose readings are believed
+# disagree by at most this much: each deadline a process records allows for it.
+ROUND_TRIP = 1.0
+_TRIES = 3  # readings a sync asks for at most, while they come back slower than that
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +106,9 @@ class LedgerClock:
         )
         self.reading: Reading | None = None  # the last sync's
 
+    # what a deadline recorded with this clock's time allows for (see ``ROUND_TRIP``)
+    margin = ROUND_TRIP
+
     def now(self) -> float:
         if self.reading is None:
             return self.base.now()
@@ -117,13 +126,25 @@ class LedgerClock:
         """Ask the ledger for its time again, when the last answer is stale."""
         if not self._stale():
             return
-        start, host = self.monotonic(), self.base.now()
-        try:
-            ledger = await self.ledger.ledger_time()
-        except Exception as exc:  # the ledger is unreachable: keep what is known
-            log.warning("the ledger's clock could not be read: %s", exc)
+        best: tuple[float, Reading] | None = None
+        for _ in range(_TRIES):  # a slow answer may be off by half its round trip: again
+            start, host = self.monotonic(), self.base.now()
+            try:
+                ledger = await self.ledger.ledger_time()
+            except Exception as exc:  # the ledger is unreachable: keep what is known
+                log.warning("the ledger's clock could not be read: %s", exc)
+                return
+            took = self.monotonic() - start
+            if best is None or took < best[0]:
+                best = (took, Reading(ledger, start + took / 2, (host + self.base.now()) / 2))
+            if took <= ROUND_TRIP:
+                break
+        assert best is not None
+        if best[0] > ROUND_TRIP and self.reading is not None:
+            # a frozen process, or a stalled link: the last answer is the better one
+            log.info("the ledger's clock answered after %.1fs at best: not taken", best[0])
             return
-        self.reading = Reading(ledger, (start + self.monotonic()) / 2, (host + self.base.now()) / 2)
+        self.reading = best[1]
 
     def _stale(self) -> bool:
         """Whether the last answer is ``every`` seconds old, or the host's clock stepped."""

@@ -251,9 +251,12 @@ def still_reserved(saga: SagaStatus, step: StepStatus, undo: UndoStatus) -> bool
     it; a ``Partial`` undo, one dead-lettered or settled by hand keeps it, all of it (the
     ledger cannot tell how much stayed). A step that took no effect (failed) releases it,
     and so does one never begun in a saga that will not run it any more; a step in flight,
-    in doubt, or done holds it."""
+    in doubt, or done holds it. In a saga a person resolved (settled outside), every step
+    but one reversed holds it: the ledger cannot tell what the person moved."""
     if undo in (UndoStatus.DONE, UndoStatus.LAPSED):
         return False
+    if saga is SagaStatus.RESOLVED:
+        return True
     if step is StepStatus.FAILED:
         return False
     if step is StepStatus.PENDING:

@@ -253,8 +253,10 @@ class LeaseKeeper:
         due = loop.time() + self._interval()
         while self._held:
             self._adopted.clear()
-            with contextlib.suppress(TimeoutError):
+            try:
                 await asyncio.wait_for(self._adopted.wait(), max(0.0, due - loop.time()))
+            except TimeoutError:  # due: the loop fires a timer up to its clock's resolution
+                due = loop.time()  # early, and a clock that did not move on must not spin
             due = min(due, loop.time() + self._interval())  # a shorter lease was adopted
             if loop.time() < due or not self._held:
                 continue

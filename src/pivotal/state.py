@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
@@ -55,6 +56,23 @@ class UndoStatus(StrEnum):
     LAPSED = "lapsed"  # settled without a call: the effect (a hold) had lapsed on its own
     DEAD_LETTERED = "dead_lettered"
     RESOLVED = "resolved"  # an operator settled the dead letter
+
+
+# the undos that need nothing more of compensation (a dead letter waits for a person)
+UNDO_SETTLED = frozenset(
+    {
+        UndoStatus.DONE,
+        UndoStatus.PARTIAL,
+        UndoStatus.LAPSED,
+        UndoStatus.DEAD_LETTERED,
+        UndoStatus.RESOLVED,
+    }
+)
+# the steps that may have taken effect
+_MAY_HAVE_EFFECT = frozenset(
+    {StepStatus.STARTED, StepStatus.RETRY_WAIT, StepStatus.SUCCEEDED, StepStatus.UNKNOWN}
+)
+_COMPENSABLE = "compensable"  # a step's kind, as its record keeps it (``kinds.StepKind``)
 
 
 class ApprovalStatus(StrEnum):
@@ -214,6 +232,13 @@ class SagaState:
         if self.status is SagaStatus.AWAITING_APPROVAL:
             a = self.approval
             return a.expires_at if a is not None and a.status is ApprovalStatus.PENDING else None
+        if self.status is SagaStatus.COMPENSATING:
+            # undone one after another, newest first: the next undo's wait holds back the
+            # rest (a step's forward retry is never made: its lookup settles it first)
+            todo = self.to_undo
+            if not todo or todo[0].undo_status is not UndoStatus.RETRY_WAIT:
+                return None
+            return todo[0].undo_next_attempt_at
         due = [
             t
             for r in self.steps
@@ -225,6 +250,21 @@ class SagaState:
             if t is not None
         ]
         return min(due) if due else None
+
+    @property
+    def to_undo(self) -> list[StepRecord]:
+        """The compensable steps that may have taken effect and whose undo is not settled,
+        in the order compensation undoes them: newest outcome first (a step without one,
+        in flight or waiting, before any that has)."""
+        todo = [
+            r
+            for r in self.steps
+            if r.kind == _COMPENSABLE
+            and r.status in _MAY_HAVE_EFFECT
+            and r.undo_status not in UNDO_SETTLED
+        ]
+        todo.sort(key=lambda r: (math.inf if r.seq is None else r.seq, r.index), reverse=True)
+        return todo
 
     @property
     def dead_letters(self) -> tuple[StepRecord, ...]:

@@ -580,3 +580,44 @@ async def test_a_step_not_repeatable_is_called_again_once_its_lookup_proved_noth
     assert state.status is SagaStatus.COMPLETED
     assert passes <= 3
     assert calls == ["s:0", "s:0"]
+
+
+async def test_a_compensating_saga_wakes_when_its_next_undo_may_begin(
+    store: Store, clock: FakeClock
+) -> None:
+    """Aborted while its step waits for a retry (its first attempt may still land): the
+    compensation waits for that attempt's window before it looks the step up, and the saga
+    wakes then. Before, it woke at the forward retry's time, which compensation never
+    keeps, and a worker claimed it, found nothing to do yet, and claimed it again at once,
+    for as long as the window lasted (the simulation found it)."""
+    provider = Provider(clock)
+    catalogue = Catalogue("doubt", default_timeout=10, doubt_grace=5)
+
+    async def find(args: Item, ctx: StepContext) -> dict[str, Any] | None:
+        return provider.find(ctx.key)
+
+    async def release(args: Item, result: Any, ctx: StepContext) -> str:
+        return provider.undo(ctx.action_key)
+
+    @catalogue.compensable(
+        undo=release, lookup=find, retry=RetryPolicy(max_attempts=3, base_delay=3, jitter=False)
+    )
+    async def hold(args: Item, ctx: StepContext) -> dict[str, Any]:
+        raise Transient("busy")
+
+    o = orch(store, catalogue, clock, "w")
+    await o.submit(plan("hold"), saga_id="s")
+    worker = RunOptions(owner="w", max_inline_wait=2.0)
+    state = await o.run("s", options=worker)
+    assert state.steps[0].status is StepStatus.RETRY_WAIT
+    await o.abort("s", "olga", "the order was cancelled")
+    passes = 0
+    while not state.status.terminal and passes <= 10:
+        state = await o.run("s", options=worker)
+        passes += 1
+        if state.wake_at is not None:
+            assert state.wake_at > clock.now(), "it would be claimed again at once"
+            clock.advance(state.wake_at - clock.now())
+
+    assert state.status is SagaStatus.COMPENSATED
+    assert passes <= 3

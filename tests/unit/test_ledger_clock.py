@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pivotal.clock import LedgerClock, SystemClock
+from pivotal.clock import ROUND_TRIP, LedgerClock, SystemClock
 
 AHEAD = 50.0  # the ledger's clock is this far ahead of the host's
 
@@ -162,3 +162,50 @@ async def test_an_unreachable_ledger_leaves_the_host_s_time() -> None:
     await clock.sync()
     assert clock.now() == wall.at
     assert clock.offset == 0.0
+
+
+class FrozenMidway(FixedLedger):
+    """A ledger whose answer comes back ``pauses`` seconds late, in turn (the process was
+    frozen, or the link stalled, after its request left): time passes meanwhile."""
+
+    def __init__(self, at: float, ticks: Ticks, wall: Wall, pauses: list[float]) -> None:
+        super().__init__(at)
+        self.ticks, self.wall, self.pauses = ticks, wall, pauses
+
+    async def ledger_time(self) -> float:
+        answer = await super().ledger_time()  # read at once, then the reply is held back
+        pause = self.pauses.pop(0) if self.pauses else 0.0
+        elapse(pause, self.wall, self.ticks, self)
+        return answer
+
+
+async def test_an_answer_held_back_past_a_round_trip_is_not_believed() -> None:
+    """Answered at once, the reply held back 8 s: taken for the middle of the round trip,
+    the reading would be 4 s ahead, and a deadline would pass 4 s early (the simulation
+    found a charge made twice this way). It is not taken; the reading before stays."""
+    clock, wall, ticks, _ = ledger_clock()
+    await clock.sync()
+    assert clock.now() == wall.at + AHEAD
+    ledger = FrozenMidway(wall.at + AHEAD, ticks, wall, [8.0, 8.0, 8.0])
+    clock.ledger = ledger
+    elapse(10.0, wall, ticks, ledger)
+
+    await clock.sync()
+
+    assert ledger.asked == 3  # asked again, for an answer that comes back in time
+    assert clock.now() == ledger.at  # still the earlier reading, run on: exact
+
+
+async def test_a_first_reading_is_asked_again_until_one_comes_back_in_time() -> None:
+    wall, ticks = Wall(), Ticks()
+    ledger = FrozenMidway(wall.at + AHEAD, ticks, wall, [8.0, 0.2])
+    clock = LedgerClock(wall, ledger, every=10.0, monotonic=ticks)
+
+    await clock.sync()
+
+    assert ledger.asked == 2
+    assert abs(clock.now() - ledger.at) <= 0.1 + 1e-6  # off by half its round trip at most
+
+
+def test_a_deadline_recorded_on_the_ledger_s_clock_allows_for_another_reading() -> None:
+    assert LedgerClock.margin == ROUND_TRIP  # two readings each within half of it

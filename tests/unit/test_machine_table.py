@@ -205,3 +205,57 @@ def test_no_call_after_its_not_after() -> None:
 
 def test_no_decision_without_a_reason() -> None:
     assert all(row.why for row in TABLE)
+
+
+def _written_with(kind: str) -> list[tuple[str, set[str]]]:
+    """Wherever the package writes an event of ``kind`` (``.event(EventType.<kind>, ...)``):
+    the file, and every kind the same write holds (the list, or the ``emit``, it is in)."""
+    import ast
+    from pathlib import Path
+
+    import pivotal
+
+    def kinds(node: ast.AST) -> set[str]:
+        return {
+            n.args[0].attr
+            for n in ast.walk(node)
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "event"
+            and n.args
+            and isinstance(n.args[0], ast.Attribute)
+        }
+
+    found = []
+    for path in Path(pivotal.__file__).parent.rglob("*.py"):
+        source = path.read_text()
+        if f"EventType.{kind}" not in source:
+            continue
+        tree = ast.parse(source)
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if kind not in kinds(node) or not isinstance(node, ast.Call):
+                continue
+            if node.func.attr != "event":  # type: ignore[attr-defined]
+                continue
+            write: ast.AST = node
+            while write in parents and not (
+                isinstance(write, ast.List)
+                or (isinstance(write, ast.Call) and getattr(write.func, "attr", "") == "emit")
+            ):
+                write = parents[write]
+            found.append((path.name, kinds(write)))
+    return found
+
+
+@pytest.mark.parametrize("kind", ["APPROVAL_REJECTED", "APPROVAL_EXPIRED"])
+def test_a_rejection_or_an_expiry_is_written_with_the_start_of_compensation(kind: str) -> None:
+    """Why the gate's rows for a rejected or expired approval are unreachable: every write
+    of either holds the start of compensation, and a compensating saga is compensated before
+    any gate is asked (``Driver._drive``)."""
+    writes = _written_with(kind)
+    assert writes, f"nothing writes {kind}"
+    for where, together in writes:
+        assert "COMPENSATION_STARTED" in together, f"{where} writes {kind} alone"
+    unreachable = {row.id for row in TABLE if row.unreachable}
+    assert f"gate/{kind.split('_')[1].lower()}/*" in unreachable

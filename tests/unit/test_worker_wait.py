@@ -46,7 +46,15 @@ def step(**fields: object) -> StepRecord:
 RUNNING, S = SagaStatus.RUNNING, StepStatus
 RETRY_DUE = step(status=S.RETRY_WAIT, attempts=1, next_attempt_at=NOW - 65)
 RETRY_LATER = step(status=S.RETRY_WAIT, attempts=1, next_attempt_at=NOW + 5)
-UNDO_DUE = step(status=S.SUCCEEDED, undo_status=UndoStatus.RETRY_WAIT, undo_next_attempt_at=NOW - 3)
+UNDO_DUE = StepRecord(  # only a compensable step is undone
+    0,
+    "charge",
+    "compensable",
+    status=S.SUCCEEDED,
+    seq=1,
+    undo_status=UndoStatus.RETRY_WAIT,
+    undo_next_attempt_at=NOW - 3,
+)
 CALLING = step(status=S.STARTED, attempts=1)
 
 # the saga, its lease, when its open dead letters fell due -> why it waits for a worker

@@ -3,11 +3,10 @@ doubt is settled; an undo that keeps failing is dead-lettered, retried or resolv
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any
 
-from pivotal.catalogue import NothingToUndo, Partial, StepKind
+from pivotal.catalogue import NothingToUndo, Partial
 from pivotal.engine import by_hand
 from pivotal.engine.calls import Abandoned
 from pivotal.engine.forward import _RETURNED, Forward, _open, _repeatable
@@ -17,22 +16,9 @@ from pivotal.holds import lapsed_since
 from pivotal.hooks import Point
 from pivotal.moments import moment
 from pivotal.retry import Outcome, classify
-from pivotal.state import EventType, SagaState, SagaStatus, StepStatus, UndoStatus
+from pivotal.state import UNDO_SETTLED, EventType, SagaState, SagaStatus, StepStatus, UndoStatus
 from pivotal.tracebacks import from_exception
 
-_MAY_HAVE_EFFECT = (
-    StepStatus.STARTED,
-    StepStatus.RETRY_WAIT,
-    StepStatus.SUCCEEDED,
-    StepStatus.UNKNOWN,
-)
-_UNDO_SETTLED = (
-    UndoStatus.DONE,
-    UndoStatus.PARTIAL,
-    UndoStatus.LAPSED,
-    UndoStatus.DEAD_LETTERED,
-    UndoStatus.RESOLVED,
-)
 _UNDO_ENDED = (UndoStatus.DONE, UndoStatus.PARTIAL, UndoStatus.LAPSED, UndoStatus.RESOLVED)
 _UNDO_OPEN = (UndoStatus.STARTED, UndoStatus.RETRY_WAIT, UndoStatus.DEAD_LETTERED)
 # how an undo call that raised ended, by what ``classify`` made of it (abandoned aside)
@@ -51,15 +37,7 @@ class Backward(Forward):
 
     async def compensate(self) -> None:
         """Undo, newest outcome first, every compensable step that may have taken effect."""
-        todo = [
-            r
-            for r in self.state.steps
-            if r.kind == StepKind.COMPENSABLE.value
-            and r.status in _MAY_HAVE_EFFECT
-            and r.undo_status not in _UNDO_SETTLED
-        ]
-        todo.sort(key=lambda r: (math.inf if r.seq is None else r.seq, r.index), reverse=True)
-        for r in todo:
+        for r in self.state.to_undo:
             if not await self._lapsed(r.index) and await self._settle_forward(r.index):
                 await self.undo(r.index)
         dead = self.state.dead_letters
@@ -156,7 +134,7 @@ class Backward(Forward):
         policy = self.step_of(index).undo_retry
         while True:
             rec = self.state.steps[index]
-            if rec.undo_status in _UNDO_SETTLED or await self._lapsed(index):
+            if rec.undo_status in UNDO_SETTLED or await self._lapsed(index):
                 return
             if rec.undo_status is UndoStatus.STARTED:  # its last attempt never told
                 interrupted = f"undo attempt {rec.undo_attempts} was interrupted before its outcome"

@@ -154,7 +154,8 @@ class Calls(Journal):
         """Write the intent of the call ``ctx`` stands for, of the action or of its undo, and
         return its ``not_after``: no call of this attempt starts later. The lease is checked
         before the intent and again after it; the deadline recorded with the intent is
-        ``not_after`` plus the catalogue's ``doubt_grace``; the intent is recorded at the
+        ``not_after`` plus the catalogue's ``doubt_grace``, plus how far two processes'
+        readings of the ledger's time may disagree; the intent is recorded at the
         same reading of the clock that ``not_after`` counts from. Every call begins here."""
         await self._hook(Point.BEFORE_UNDO_INTENT if undo else Point.BEFORE_INTENT, index)
         await self._fence()
@@ -168,7 +169,7 @@ class Calls(Journal):
                 at=now,
                 key=ctx.key,
                 by=self.options.owner,
-                deadline=not_after + self.catalogue.doubt_grace,
+                deadline=not_after + self.catalogue.doubt_grace + self._margin,
                 **({"settle": True} if settle else {}),
             )
         )
@@ -180,6 +181,13 @@ class Calls(Journal):
         """``LeaseLost`` unless the pass still holds its lease (see ``RunOptions``)."""
         if self.options.lease_check is not None:
             await self.options.lease_check()
+
+    @property
+    def _margin(self) -> float:
+        """How far another process's reading of the ledger's time may be from this one's
+        (``clock.ROUND_TRIP`` for the ledger's clock; none for one clock of a test's own)."""
+        margin: float = getattr(self.clock, "margin", 0.0)
+        return margin
 
     def _limit(self, step: Step) -> float:
         """How long the next call of ``step`` may take."""

@@ -159,13 +159,16 @@ class Facts:
 class Row:
     """One transition: in ``phase``, on ``seen``, when every condition holds, ``do``.
 
-    A condition names a field of ``Facts``; ``!name`` asks for it to be false."""
+    A condition names a field of ``Facts``; ``!name`` asks for it to be false. A row the
+    driver can never take says why in ``unreachable`` (the simulation of the real program
+    checks that it is never taken, and that every other row is)."""
 
     phase: Phase
     seen: Seen
     when: tuple[str, ...]
     do: Do
     why: str
+    unreachable: str = ""
 
     def holds(self, facts: Facts) -> bool:
         for cond in self.when:
@@ -193,6 +196,12 @@ class Impossible(Exception):
 # short; only a call that provably took no effect (or never began, or stopped at a report)
 # cannot
 MAY_HAVE_LANDED = frozenset({End.TRANSIENT, End.UNKNOWN, End.ABANDONED, End.INTERRUPTED})
+
+
+_BEGUN_WITH = (
+    "an approval's {} is recorded in the one commit that begins compensation, and a "
+    "compensating saga is compensated before any gate is asked"
+)
 
 
 def _rows() -> tuple[Row, ...]:
@@ -344,8 +353,22 @@ def _rows() -> tuple[Row, ...]:
             "right before it, after the plan's re-check)",
         ),
         Row(A, Approval.APPROVED, (), Do.GO, "approved in time"),
-        Row(A, Approval.REJECTED, (), Do.STOP, "rejected: compensation already began"),
-        Row(A, Approval.EXPIRED, (), Do.STOP, "expired: compensation already began"),
+        Row(
+            A,
+            Approval.REJECTED,
+            (),
+            Do.STOP,
+            "rejected: compensation already began",
+            unreachable=_BEGUN_WITH.format("rejection"),
+        ),
+        Row(
+            A,
+            Approval.EXPIRED,
+            (),
+            Do.STOP,
+            "expired: compensation already began",
+            unreachable=_BEGUN_WITH.format("expiry"),
+        ),
     ]
     rows += [
         # -- an undo is about to be called (compensation, or a dead letter's retry) ---------
@@ -496,6 +519,8 @@ def _resume_from_rows() -> list[Row]:
 
 
 TABLE: tuple[Row, ...] = _rows()
+# the rows the driver can take: the simulation of the real program must take every one
+REACHABLE: tuple[Row, ...] = tuple(row for row in TABLE if not row.unreachable)
 _BY_KEY: dict[tuple[Phase, Seen], tuple[Row, ...]] = {}
 for _row in TABLE:
     _BY_KEY[_row.phase, _row.seen] = (*_BY_KEY.get((_row.phase, _row.seen), ()), _row)
