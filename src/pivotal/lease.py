@@ -9,7 +9,6 @@ heartbeat finds it taken over, the work done under it is cancelled at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 import math
