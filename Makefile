@@ -54,8 +54,8 @@ WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 test: lint
 	$(BIN)/pytest -n $(WORKERS) --dist worksteal --durations=30
 
-# The slow lane CI runs after the suite: as many random fault schedules again, other ones
-# (5,000 on SQLite, 500 on PostgreSQL), with every fault kind mixed in; and every kind of
+# The slow lane CI runs after the suite: four times as many random fault schedules, other
+# ones (5,000 on SQLite, 500 on PostgreSQL), with every fault kind mixed in; and every kind of
 # provider fault at every call of every scenario (990 runs), and every pair of them in a row
 # (8,910 runs). Its parts run side by side, as the suite's do.
 chaos-soak: $(VENV)/.installed

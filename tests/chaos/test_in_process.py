@@ -251,17 +251,20 @@ def run_schedule(
     return result
 
 
-# The 5,000 schedules in four parts that run side by side (pytest-xdist), each drawing its
-# own (Hypothesis keys a parametrized test's draws by its id): the suite's parts are 0 to 3,
-# the slow lane's soak-0 to soak-3, so that it draws other schedules than the suite's.
+# The schedules in four parts that run side by side (pytest-xdist), each drawing its own
+# (Hypothesis keys a parametrized test's draws by its id): the suite's parts are 0 to 3, the
+# slow lane's soak-0 to soak-3, so that it draws other schedules than the suite's. The suite
+# draws 1,250 (the engine's main test is the simulation of the real program, tests/sim),
+# the slow lane 5,000.
 SHARDS = 4
+SCHEDULES, POSTGRES_SCHEDULES = (5000, 500) if SOAK else (1250, 150)
 
 
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize(
     "shard", range(SHARDS), ids=[f"soak-{n}" if SOAK else str(n) for n in range(SHARDS)]
 )
-@random_schedules(examples(5000) // SHARDS, fixed=False)
+@random_schedules(examples(SCHEDULES) // SHARDS, fixed=False)
 def test_random_crash_and_fault_schedules(
     shard: int,
     schedule: Schedule,
@@ -360,7 +363,7 @@ def test_a_dead_letter_retry_that_loses_its_lease_during_its_undo_is_swept_again
 
 
 @pytest.mark.timeout(1800)
-@random_schedules(examples(500))
+@random_schedules(examples(POSTGRES_SCHEDULES))
 def test_random_crash_and_fault_schedules_on_postgres(
     schedule: Schedule,
     extra: Extra,

@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import random
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from pivotal.app import App
 from pivotal.clock import LedgerClock
 from pivotal.errors import StoreError, StoreUnreachable
 from pivotal.orchestrator import Orchestrator
+from pivotal.relay import Relay, Sink
+from pivotal.retry import RetryPolicy
 from pivotal.testing.sim.ledger import SimLedger
 from pivotal.testing.sim.loop import HostClock
 from pivotal.worker import Worker, WorkerConfig
@@ -79,6 +81,8 @@ class Host:
         self.writes = 0
         self.tasks: set[asyncio.Task[Any]] = set()
         self.worker: Worker | None = None
+        # what this host runs (a worker, a relay): started again on the host that replaces it
+        self.job: Callable[[Host], asyncio.Task[Any]] | None = None
 
     # -- its tasks ----------------------------------------------------------------------
 
@@ -87,6 +91,20 @@ class Host:
         context = contextvars.copy_context()
         context.run(HOST.set, self)
         return asyncio.get_running_loop().create_task(coro, name=name, context=context)
+
+    def relay(self, receiver: Sink, stop: asyncio.Event) -> asyncio.Task[Any]:
+        """Start an outbox relay on this host, delivering to ``receiver`` until ``stop``."""
+        relay = Relay(
+            self.store,
+            [receiver],
+            clock=self.clock,
+            owner=self.name,
+            lease_ttl=60.0,
+            timeout=10.0,
+            retry=RetryPolicy(max_attempts=30, base_delay=1.0, max_delay=20.0),
+            rng=random.Random(self.rng.random()),
+        )
+        return self.start(relay.run(poll=2.0, stop=stop), f"{self.name} relay")
 
     def work(self, config: WorkerConfig) -> asyncio.Task[Any]:
         """Start a worker on this host."""

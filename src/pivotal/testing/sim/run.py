@@ -26,7 +26,7 @@ from pivotal.app import App
 from pivotal.engine import machine
 from pivotal.plan import Plan, parse_plan
 from pivotal.state import SagaStatus
-from pivotal.testing.sim import hosts, ledger
+from pivotal.testing.sim import hosts, ledger, outbox
 from pivotal.testing.sim.invariants import check
 from pivotal.testing.sim.loop import T0, VirtualLoop
 from pivotal.testing.sim.person import Person
@@ -175,8 +175,19 @@ async def _run(seed: int, settings: Settings, show: tuple[str, ...]) -> Report:
     conn = ledger.fresh()
     report = Report(seed, settings)
     console = hosts.Host("console", conn, APP, random.Random(rng.random()), lease_ttl=LEASE)
-    workers = [_host(rng, settings, conn, f"w{i}") for i in range(rng.choice((2, 3)))]
-    running = [w.work(CONFIG) for w in workers]
+    # passes ended without progress before a saga is parked for a person: few, most often
+    poison = rng.choice((1, 2, 2, 5))
+    workers = [_host(rng, settings, conn, f"w{i}", poison) for i in range(rng.choice((2, 3)))]
+    for w in workers:
+        w.job = _work
+    running = [_work(w) for w in workers]
+    # the outbox: a relay of its own, which may go away too (a worker's slot among them)
+    receiver = outbox.Receiver(random.Random(rng.random()), 0.2 if settings.faults else 0.0)
+    relaying = asyncio.Event()
+    relay = _host(rng, settings, conn, "relay", poison)
+    relay.job = lambda host: host.relay(receiver, relaying)
+    workers.append(relay)
+    running.append(relay.job(relay))
     person = Person(console, world, random.Random(rng.random()), [])
     director = console.start(
         _direct(rng, settings, console, workers, running, person, report), "director"
@@ -184,12 +195,14 @@ async def _run(seed: int, settings: Settings, show: tuple[str, ...]) -> Report:
     try:
         await director
     finally:
+        relaying.set()
         for w in workers:
             if w.worker is not None:
                 w.worker.stop()
         await asyncio.gather(*running, return_exceptions=True)
     report.violations += person.violations
     report.violations += await check(console.store, world.bank, CATALOGUE, person.sagas)
+    report.violations += await outbox.check(console.store, receiver)
     for saga_id in person.sagas:
         stored = await console.store.load(saga_id)
         if stored is not None:
@@ -206,7 +219,11 @@ async def _run(seed: int, settings: Settings, show: tuple[str, ...]) -> Report:
     return report
 
 
-def _host(rng: random.Random, settings: Settings, conn: Any, name: str) -> hosts.Host:
+def _work(host: hosts.Host) -> asyncio.Task[Any]:
+    return host.work(CONFIG)
+
+
+def _host(rng: random.Random, settings: Settings, conn: Any, name: str, poison: int) -> hosts.Host:
     """A worker's host: its clock perhaps off by more than a lease, the ledger perhaps a
     little slow or now and then out of reach (when the world misbehaves)."""
     faulty = settings.faults
@@ -219,7 +236,7 @@ def _host(rng: random.Random, settings: Settings, conn: Any, name: str) -> hosts
         lease_ttl=LEASE,
         latency=rng.choice((0.0, 0.0, 0.01)),
         flaky=rng.choice((0.0, 0.0, 0.02)) if faulty else 0.0,
-        poison_after=2,  # passes ended by its going away park a saga sooner
+        poison_after=poison,
     )
 
 
@@ -310,9 +327,9 @@ def _misbehave(
     elif roll < 0.2:
         w.pause_after_intent = rng.uniform(TIMEOUT, LEASE)
         report.faults["a host paused between an intent and its call"] += 1
-    elif roll < 0.21:
+    elif roll < 0.23:
         for each in workers:  # the ledger's disk has a bad minute: passes end early
-            each.bad_writes_until = loop.time() + rng.uniform(20.0, 60.0)
+            each.bad_writes_until = loop.time() + rng.uniform(20.0, 90.0)
         report.faults["the ledger failed most writes for a while"] += 1
 
 
@@ -328,8 +345,9 @@ def _restart(
     until its heartbeat is stale)."""
     old = workers[i]
     name = f"{old.name.split('.')[0]}.{rng.randrange(10**6)}"
-    workers[i] = new = _host(rng, settings, old.store.conn, name)
-    running.append(new.work(CONFIG))
+    workers[i] = new = _host(rng, settings, old.store.conn, name, old.orchestrator.poison_after)
+    new.job = old.job or _work
+    running.append(new.job(new))
     report.faults["a host came back"] += 1
 
 
@@ -347,6 +365,8 @@ async def _rest(console: hosts.Host, person: Person, by: float, report: Report) 
         if any([await store.list_sagas(status, limit=1) for status in MOVING]):
             continue
         if any(d.next_retry_at is not None for d in await store.dead_letters("open")):
+            continue
+        if await store.messages("pending", limit=1):
             continue
         return
     still = [f"{len(world.late)} landings to come"] if world.late else []
