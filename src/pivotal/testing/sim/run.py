@@ -252,6 +252,9 @@ async def _direct(
     """Submit the sagas, misbehave, let a person act; then calm down and wait for rest."""
     loop = asyncio.get_running_loop()
     end = loop.time() + settings.span
+    # one run in ten is stormy: hosts freeze between intents and calls, and the ledger
+    # fails writes, all along (sagas parked mid-way, where the calm seldom leaves them)
+    stormy = settings.faults and rng.random() < 0.1
     due = sorted(rng.uniform(0, settings.span * 0.6) for _ in range(settings.sagas))
     n = 0
     while loop.time() < end:
@@ -262,6 +265,8 @@ async def _direct(
             await _submit(rng, console, person.sagas, n, report)
         if settings.faults:
             _misbehave(rng, settings, workers, running, report)
+            if stormy:
+                _storm(rng, workers, report)
         if settings.person and person.sagas and rng.random() < 0.5:
             await person.act()
     for i, w in enumerate(workers):  # the world calms down: every host back, on time
@@ -331,6 +336,17 @@ def _misbehave(
         for each in workers:  # the ledger's disk has a bad minute: passes end early
             each.bad_writes_until = loop.time() + rng.uniform(20.0, 90.0)
         report.faults["the ledger failed most writes for a while"] += 1
+
+
+def _storm(rng: random.Random, workers: list[hosts.Host], report: Report) -> None:
+    """A stormy run's weather at each turn: a host freezes after its next intent, and the
+    ledger fails most writes for a while."""
+    loop = asyncio.get_running_loop()
+    rng.choice(workers).pause_after_intent = rng.uniform(TIMEOUT, LEASE)
+    if rng.random() < 0.2:
+        for each in workers:
+            each.bad_writes_until = max(each.bad_writes_until, loop.time() + rng.uniform(5, 30))
+    report.faults["a storm"] += 1
 
 
 def _restart(
