@@ -35,8 +35,8 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check src tests bench examples docs
 	$(BIN)/mypy src/pivotal
 
-# Lint, types, and the unit and table tests (the saga machine's table and explorations
-# included): the quick check before a commit.
+# Lint, types, and the unit and table tests (the saga machine's table included): the quick
+# check before a commit. The simulation of the engine is tests/sim (about a minute).
 check: lint
 	$(BIN)/pytest tests/unit
 
