@@ -68,7 +68,8 @@ chaos-soak: $(VENV)/.installed
 # The real program simulated far more than the suite does (pivotal.testing.sim): this many
 # runs (each some 16 sagas, two or three workers, a person, every fault), from a seed that
 # changes each time, a process a core; a run that breaks an invariant prints the one command
-# that replays it, and a reachable row of the saga machine that no run took fails too.
+# that replays it and fails, and the rows of the saga machine taken least often are printed
+# (with the reachable rows no run took: the suite's corpus of seeds is the check for those).
 EXPLORE_RUNS ?= 4000
 explore: $(VENV)/.installed
 	PYTHONHASHSEED=0 $(BIN)/python -m pivotal.testing.sim --runs $(EXPLORE_RUNS) \

@@ -5,7 +5,10 @@
     python -m pivotal.testing.sim --runs 2000 --jobs 2 # that many runs, from a random seed
 
 Exit status 1 when a run broke an invariant (each is printed with the command that replays
-it), or when the runs left a reachable row of the saga machine untaken (``--coverage``).
+it), or took a row of the saga machine declared unreachable (``--coverage``, which also
+prints the rows taken least often and the reachable rows no run took: some are taken once in
+thousands of runs, so a row untaken here is news, not a failure; the suite's corpus of seeds,
+``tests/sim/test_coverage.py``, is the check that fails when one is no longer taken).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     given.add_argument(
         "--coverage",
         action="store_true",
-        help="fail when a reachable row of the machine was not taken",
+        help="say which rows of the machine the runs took, and how often",
     )
     args = given.parse_args(argv)
     settings = Settings(args.sagas, args.span, not args.calm, not args.alone)
@@ -62,11 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.coverage:
         for row in found.taken_unreachable():
             print(f"taken, though declared unreachable: {row}")
+        for row, times in sorted(found.rows.items(), key=lambda taken: taken[1])[:10]:
+            print(f"taken {times} times, seed {found.first[row]} first: {row}")
         for row in missed:
             print(f"not taken: {row}")
         print(f"rows taken: {len(found.rows)}; reachable rows not taken: {len(missed)}")
         print(f"seeds that take every row taken: {sorted(set(found.first.values()))}")
-    bad = found.failed or (args.coverage and (missed or found.taken_unreachable()))
+    bad = found.failed or (args.coverage and found.taken_unreachable())
     return 1 if bad else 0
 
 
