@@ -92,10 +92,17 @@ class Moves:
                     "argument naming a currency (pivotal.identity.Currency)"
                 )
         for name in self.subjects:
-            if identity_of(fields.get(name)) is None:
+            identity = identity_of(fields.get(name))
+            if identity is None:
                 raise CatalogueError(
                     f"{where} per {name!r}, which is not an argument naming an entity (an "
                     "order, a customer: declared with an Identity, e.g. OrderId)"
+                )
+            if not identity.names_subject:
+                raise CatalogueError(
+                    f"{where} per {name!r}, which names a {identity.kind}: value is moved for "
+                    "whom a request is about (an order, a customer), never for a "
+                    f"{identity.kind}"
                 )
 
     def kind_of(self, model: type[BaseModel], name: str) -> str:
@@ -197,7 +204,14 @@ def _moved(index: int, step: str, moves: Moves, args: BaseModel) -> Moved:
         identity = identity_of(model.model_fields.get(name))
         if isinstance(value, str) and identity is not None:
             subjects.append((identity.kind, identity.canonical(value)))
-    return Moved(index, step, amount or Decimal(0), currency, tuple(subjects))
+    return Moved(index, step, outgoing(amount), currency, tuple(subjects))
+
+
+def outgoing(amount: Decimal | None) -> Decimal:
+    """What an amount moves out, the one figure counted: never below 0, so nothing that
+    comes back (a signed amount below 0, or one a ledger kept from before amounts were
+    refused below 0) is netted against what goes out, within a plan or across sagas."""
+    return amount if amount is not None and amount > 0 else Decimal(0)
 
 
 @dataclass(frozen=True)
@@ -215,7 +229,7 @@ class Exposure:
         names = None if steps is None else frozenset(steps)
         return sum(
             (
-                self.rates.convert(m.amount, m.currency, currency)
+                self.rates.convert(outgoing(m.amount), m.currency, currency)
                 for m in self.moved
                 if names is None or m.step in names
             ),
@@ -225,7 +239,8 @@ class Exposure:
     def others(self, currency: str) -> Decimal:
         """What the other sagas reserved, in ``currency``."""
         return sum(
-            (self.rates.convert(m.amount, m.currency, currency) for m in self.prior), Decimal(0)
+            (self.rates.convert(outgoing(m.amount), m.currency, currency) for m in self.prior),
+            Decimal(0),
         )
 
     @property

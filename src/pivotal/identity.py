@@ -11,9 +11,11 @@ argument that names an entity is declared as one (``order_id: OrderId``), and th
   sagas) compares it by that canonical form, through ``comparable`` and nothing else.
 
 The canonical form is Unicode compatibility normalisation (NFKC: full-width digits become
-ASCII), without invisible format characters (zero-width spaces and joiners, the byte order
-mark, soft hyphens, direction marks) or surrounding whitespace, then folded to one case
-when the entity's ids ignore case (currencies, e-mail addresses). Nothing else is guessed:
+ASCII), with the decimal digits of every other script in ASCII too (a lenient provider
+reads "c-\\u0661", an Arabic-Indic one, as "c-1"), without invisible format characters
+(zero-width spaces and joiners, the byte order mark, soft hyphens, direction marks) or
+surrounding whitespace, then folded to one case when the entity's ids ignore case
+(currencies, e-mail addresses). Nothing else is guessed:
 ``"04471"`` and ``"4471"`` are two orders, and so are ``"4471"`` and ``"4.471e3"``.
 
     class Payment(BaseModel):
@@ -40,10 +42,21 @@ NOT_CANONICAL = "not_canonical"  # the pydantic error type the validator reports
 Fold = Literal["keep", "lower", "upper"]
 
 
+def ascii_digits(text: str) -> str:
+    """``text`` with each decimal digit of another script (Arabic-Indic "\\u0661", Devanagari
+    "\\u0967", ...) written as the ASCII digit of its value: "c-\\u0661" is "c-1"."""
+    if text.isascii():
+        return text
+    return "".join(
+        str(unicodedata.decimal(ch)) if unicodedata.category(ch) == "Nd" else ch for ch in text
+    )
+
+
 def canonical_text(value: str, fold: Fold = "keep") -> str:
-    """``value`` in its one spelling: NFKC, no format characters, no surrounding
-    whitespace, folded to ``fold``'s case. Applying it twice changes nothing more."""
-    text = unicodedata.normalize("NFKC", value)
+    """``value`` in its one spelling: NFKC, decimal digits of every script in ASCII, no
+    format characters, no surrounding whitespace, folded to ``fold``'s case. Applying it
+    twice changes nothing more."""
+    text = ascii_digits(unicodedata.normalize("NFKC", value))
     text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf").strip()
     if fold == "lower":
         text = text.lower()
@@ -61,15 +74,28 @@ def _unprintable(text: str) -> str | None:
     return None
 
 
+# Kinds of entity that say what is moved or from where, never whom a request is for: a
+# currency, a SKU or a warehouse is never the subject of a request, whatever a catalogue says.
+NEVER_SUBJECTS = frozenset({"currency", "sku", "warehouse"})
+
+
 @dataclass(frozen=True, slots=True)
 class Identity:
     """Marks an argument that names an entity of ``kind``; use it in ``Annotated``.
 
     ``fold``: ids of this kind ignore case, and are written in ``"lower"`` or ``"upper"``
-    case (``"keep"``: case matters)."""
+    case (``"keep"``: case matters). ``subject``: an entity of this kind can be what a
+    request is about (an order, a customer); False for what is moved or from where (a
+    product, a location). A kind in ``NEVER_SUBJECTS`` never is."""
 
     kind: str
     fold: Fold = "keep"
+    subject: bool = True
+
+    @property
+    def names_subject(self) -> bool:
+        """Whether an argument of this kind may be what a request is about."""
+        return self.subject and self.kind.casefold() not in NEVER_SUBJECTS
 
     def canonical(self, value: str) -> str:
         return canonical_text(value, self.fold)
@@ -123,12 +149,40 @@ class ArgKind(StrEnum):
     MONEY = "money"
 
 
+NEGATIVE_MONEY = "negative_money"  # the pydantic error type of an amount below 0
+
+
 @dataclass(frozen=True, slots=True)
 class Money:
-    """Marks an argument that moves money; use it in ``Annotated`` (``MONEY``)."""
+    """Marks an argument that moves money; use it in ``Annotated`` (``MONEY``).
+
+    An amount of money is at least 0: a negative one would be netted against what goes out
+    (an "adjustment" of -300 beside a refund of 400 would count as 100, and nobody would be
+    asked). A step whose amount may move value either way declares it ``SIGNED_MONEY``:
+    then only what goes out (the amount above 0) is counted toward a threshold or a
+    rollout, never netted against what comes back."""
+
+    signed: bool = False
+
+    def _check(self, value: Any) -> Any:
+        number = finite_decimal(value)
+        if not self.signed and number is not None and number < 0:
+            raise PydanticCustomError(
+                NEGATIVE_MONEY,
+                "an amount of money cannot be below 0 (it is {given}): what goes back is "
+                "its own step, never a negative amount",
+                {"given": str(value)},
+            )
+        return value
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
 
 
 MONEY = Money()
+SIGNED_MONEY = Money(signed=True)  # an amount that may be below 0: only what goes out counts
 
 # Ready-made argument types for the entities most catalogues name. ``Field`` comes before
 # ``Identity``: the spelling is checked first, and the constraints stay in the JSON Schema.

@@ -21,6 +21,7 @@ from pydantic import (
 from pivotal import saga_ids
 from pivotal.errors import PlanParseError, PlanTooLarge
 from pivotal.jsontext import encoder, standard
+from pivotal.principals import MAX_PERSON
 from pivotal.records import quick_init
 
 
@@ -87,7 +88,7 @@ class Provenance(BaseModel):
     prompt_version: str | None = None
     source_document_id: str | None = None
     # the person an agent acted for: like the submitter, they cannot approve the saga
-    on_behalf_of: str | None = None
+    on_behalf_of: str | None = Field(default=None, max_length=MAX_PERSON)
     # what the request this plan serves is about, from a trusted system (the order, the
     # customer who asked): a plan whose calls or facts name anything else is refused
     about: dict[str, str | int | float | bool] | None = Field(default=None, max_length=32)

@@ -12,6 +12,7 @@ import secrets
 import unicodedata
 from enum import StrEnum
 
+from pivotal.identity import ascii_digits
 from pivotal.skeleton import skeleton
 
 TOKEN_PREFIX = "pvt_"
@@ -36,6 +37,15 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+# The characters of a person's name, on every surface that takes one (a plan's
+# on_behalf_of, --by, a token's name): a name is a name, not a document.
+MAX_PERSON = 200
+
+# Characters that draw as nothing, though Unicode does not call them default-ignorable
+# (those the skeleton removes already): the braille blank and the musical null notehead,
+# and the Hangul fillers (which are, named here too for whoever reads the list).
+BLANK_GLYPHS = frozenset(map(ord, "\u2800\u3164\u115f\u1160\uffa0\U0001d159"))
+
 # A name is folded again until folding changes nothing (a prototype may be a capital, or a
 # compatibility form): three folds at most for any one character of the data kept here.
 ROUNDS = 4
@@ -51,16 +61,24 @@ def canonical_person(name: str) -> str:
     a zero-width or bidi mark, an invisible separator, a tag character, a combining
     grapheme joiner, a variation selector, a Hangul filler), and every control character
     that is not a blank; every character that looks like another replaced by the one it
-    looks like (UTS #39's skeleton: a Cyrillic "\\u0430" is a Latin "a"); blanks collapsed
+    looks like (UTS #39's skeleton: a Cyrillic "\\u0430" is a Latin "a"); a decimal digit of
+    any script is its ASCII digit, and a character that draws as nothing (``BLANK_GLYPHS``:
+    the braille blank, a Hangul filler) is removed; blanks collapsed
     to one space and stripped at both ends. "Ann", "A\\u00adnn", "\\u0430nn" and
     "ann\\u200f " are one person; a name of only such characters is "" (no one): refuse it
     wherever a person must be named. The result is for comparing, not for showing (it is in
     NFD, and "m" is "rn" in it); folding it again changes nothing."""
+    if len(name) > MAX_PERSON:  # refused wherever a name is taken: not kept in the cache
+        return _folded(name)
     return _canonical(name)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)  # at most 4,096 names of at most 200 characters
 def _canonical(name: str) -> str:
+    return _folded(name)
+
+
+def _folded(name: str) -> str:
     folded = _fold(name)
     for _ in range(ROUNDS):
         again = _fold(folded)
@@ -72,5 +90,9 @@ def _canonical(name: str) -> str:
 
 def _fold(name: str) -> str:
     text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
-    shown = "".join(c for c in text if c.isspace() or unicodedata.category(c) != "Cc")
+    shown = "".join(
+        c
+        for c in ascii_digits(text)
+        if (c.isspace() or unicodedata.category(c) != "Cc") and ord(c) not in BLANK_GLYPHS
+    )
     return " ".join(skeleton(shown).split())

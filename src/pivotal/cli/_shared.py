@@ -39,7 +39,7 @@ from pivotal.observability.tracing import from_environment
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import DEFAULT_LIMITS, ActorType, Plan
 from pivotal.plan_errors import PlanError
-from pivotal.principals import canonical_person
+from pivotal.principals import MAX_PERSON, canonical_person
 from pivotal.redaction import redact, redact_url
 from pivotal.render import status_text
 from pivotal.state import SagaState
@@ -60,7 +60,7 @@ EXIT_INVALID = 1  # the plan is invalid (malformed or rejected)
 EXIT_ERROR = 2  # any other error, usage errors included
 MAX_ID = 2**63 - 1  # the largest id a ledger stores; a larger one names nothing
 MAX_LIMIT = 1_000_000
-MAX_NAME = 200  # characters of a person's name (--by)
+MAX_NAME = MAX_PERSON  # characters of a person's name
 MAX_TEXT = 4000  # characters of a reason or note
 ECHO = 200  # characters of a user's string echoed back
 MESSAGE = 2000  # characters of one error message

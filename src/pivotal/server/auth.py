@@ -26,14 +26,14 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.datastructures import Headers
 
-from pivotal.principals import Role, hash_token
+from pivotal.principals import MAX_PERSON, Role, hash_token
 from pivotal.server.context import Context, context
 from pivotal.server.errors import Forbidden, Unauthorized
 from pivotal.server.peers import from_trusted_proxy, trust_proxies
 from pivotal.store.base import Store
 
 MAX_TOKEN = 512
-MAX_NAME = 200
+MAX_NAME = MAX_PERSON  # characters of a person's name
 
 bearer = HTTPBearer(auto_error=False, description="A token from `pivotal tokens create`.")
 
