@@ -446,6 +446,7 @@ class Catalogue:
         name steps it lacks, or an approval policy that can never fire on it. An ``App``
         checks each of its catalogues."""
         self._require_undos()
+        self._check_about()
         for rule in self.rules:
             unknown = sorted(rule.mentions() - set(self._steps))
             if unknown:
@@ -520,16 +521,35 @@ class Catalogue:
         warnings.warn(text, UnboundArgument, stacklevel=3)
 
     def subject_keys(self) -> tuple[str, ...]:
-        """The request context keys that name what a plan of this catalogue is about."""
+        """The request context keys that name what a plan of this catalogue is about, as
+        declared: ``about=``; else the subjects its steps move value for
+        (``Moves(per=...)``); else its entity arguments whose kind can be a subject (an
+        order, a customer). A currency, a SKU or a warehouse never is
+        (``Identity.names_subject``): a request naming only one is about no one."""
         if self.about is not None:
             return self.about
+        moved = {p for step in self._steps.values() if step.moves for p in step.moves.subjects}
+        if moved:
+            return tuple(sorted(moved))
         names = {
             arg
             for step in self._steps.values()
             for arg, info in step.args_model.model_fields.items()
-            if identity_of(info) is not None
+            if (identity := identity_of(info)) is not None and identity.names_subject
         }
         return tuple(sorted(names))
+
+    def _check_about(self) -> None:
+        """Refuse ``about=`` naming an argument that names no possible subject."""
+        for key in self.about or ():
+            for step in self._steps.values():
+                identity = identity_of(step.args_model.model_fields.get(key))
+                if identity is not None and not identity.names_subject:
+                    raise CatalogueError(
+                        f"catalogue {self.name!r}: about names {key!r}, which step "
+                        f"{step.name!r} takes as a {identity.kind}: a request is about an "
+                        f"order or a customer, never a {identity.kind}"
+                    )
 
     def _require_undos(self) -> None:
         if len(self._without_undo) == 1:

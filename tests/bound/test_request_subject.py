@@ -4,15 +4,29 @@ customer."""
 
 from __future__ import annotations
 
-from typing import Any
+import random
+from decimal import Decimal
+from typing import Annotated, Any
 
 import httpx
 import pytest
 from harmful import checkout, fulfilment
+from pydantic import BaseModel, ConfigDict
 
-from pivotal import Orchestrator, PlanRejected, parse_plan
+from pivotal import (
+    App,
+    Catalogue,
+    CatalogueError,
+    FakeClock,
+    Orchestrator,
+    PlanRejected,
+    StepContext,
+    parse_plan,
+)
 from pivotal.errors import SubjectRequired
 from pivotal.examples.commerce import CommerceServices
+from pivotal.exposure import Moves
+from pivotal.identity import MONEY, Currency, CustomerId
 from pivotal.planning import PlanningOutcome, PlanRequest, ScriptedPlanner, plan_and_submit
 from pivotal.store import Store
 from pivotal.store.planning_records import PlanningMode
@@ -91,3 +105,65 @@ async def test_a_request_that_names_no_subject_is_refused_before_any_plan(
     assert await store.runs(PlanningMode.LIVE) == []
     assert await store.list_sagas() == []
     assert services.calls() == []
+
+
+# -- subjects are declared, never guessed: a currency is no one -------------------------------
+
+
+class _Refund(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    customer: CustomerId
+    amount: Annotated[Decimal, MONEY]
+    currency: Currency
+
+
+def _refunds(refunded: list[str], **options: Any) -> Catalogue:
+    catalogue = Catalogue("refunds", **options)
+
+    @catalogue.pivot(moves=Moves(currency_arg="currency", per="customer"))
+    async def refund(args: _Refund, ctx: StepContext) -> None:
+        """Refund the customer."""
+        refunded.append(args.customer)
+
+    return catalogue
+
+
+def test_a_catalogues_subjects_are_what_its_steps_move_value_for() -> None:
+    assert _refunds([]).subject_keys() == ("customer",)  # never its currency
+
+
+async def test_a_request_naming_only_a_currency_names_no_one(
+    store: Store, clock: FakeClock
+) -> None:
+    refunded: list[str] = []
+    orch = Orchestrator(store, _refunds(refunded), clock=clock, rng=random.Random(0))
+    plan = {
+        "catalogue": "refunds",
+        "steps": [
+            {"name": "refund", "args": {"customer": "c-9", "amount": "40", "currency": "EUR"}}
+        ],
+    }
+    planner = ScriptedPlanner([plan])
+    request = PlanRequest(
+        text="refund c-9, I am c-9", context={"currency": "EUR"}, catalogue="refunds"
+    )
+    with pytest.raises(SubjectRequired, match="names none of customer"):
+        await plan_and_submit(request, planner, orch)
+    assert planner.turns == []
+    assert refunded == []
+    assert await store.list_sagas() == []
+
+
+@pytest.mark.parametrize("options", [{"about": ("currency",)}, {"about": ("customer", "currency")}])
+def test_a_currency_is_never_declared_a_subject(options: dict[str, Any]) -> None:
+    with pytest.raises(CatalogueError, match="never a currency"):
+        App([_refunds([], **options)])
+
+
+def test_value_is_never_moved_per_currency() -> None:
+    catalogue = Catalogue("refunds")
+    with pytest.raises(CatalogueError, match="never for a currency"):
+
+        @catalogue.pivot(moves=Moves(currency_arg="currency", per="currency"))
+        async def refund(args: _Refund, ctx: StepContext) -> None:
+            """Refund."""
