@@ -36,6 +36,7 @@ METRICS = "reference/metrics.md"
 EVENTS = "reference/events.md"
 HTTP = "reference/http.md"
 MACHINE = "reference/machine.md"
+ADMISSION = "reference/admission.md"
 SECURITY = "explanation/security.md"  # SECURITY.md, which stays at the repository's root
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -480,6 +481,43 @@ def http_page() -> str:
     return "\n".join(out)
 
 
+# -- admission ---------------------------------------------------------------------------
+
+
+def admission_page() -> str:
+    from pivotal.admission import table as admission
+
+    out = [GENERATED, "# Admission", ""]
+    out.append(
+        "Whether a new plan is recorded as a saga, kept in shadow or refused is decided in "
+        "one table, `pivotal.admission.table.TABLE`: `pivotal.admission.admit` runs the "
+        "stages over the plan (validation, the value it moves, what the ledger holds "
+        "reserved, the catalogue's rollout) and the first row matching what they **found**, "
+        "and the rollout's setting for a plan at or above its limit (**above**, `*`: any), "
+        "is the **verdict**. Every way a saga is made passes there: the Python API, the "
+        "command line, the HTTP API, the MCP tools, the ADK agent, the planning loop, forks "
+        "and re-runs. The orchestrator writes what the verdict says, and computes none of "
+        "it.\n"
+    )
+    out.append("## What the stages find\n")
+    out.append(_members(admission.Finding))
+    out.append("## Verdicts\n")
+    out.append(_members(admission.Verdict))
+    out.append(f"## The table: {len(admission.TABLE)} rows\n")
+    rows = [
+        [
+            f"`{r.finding.value}`",
+            f"`{r.above.value}`",
+            f"`{r.verdict.value}`",
+            f"`{r.code}`" if r.code else "",
+            cell(r.why),
+        ]
+        for r in admission.TABLE
+    ]
+    out.append(table(["found", "above", "verdict", "code", "why"], rows))
+    return "\n".join(out)
+
+
 # -- all of them -------------------------------------------------------------------------
 
 
@@ -491,6 +529,7 @@ def pages() -> dict[str, str]:
         EVENTS: events_page(),
         HTTP: http_page(),
         MACHINE: machine_page(),
+        ADMISSION: admission_page(),
         SECURITY: (ROOT / "SECURITY.md").read_text(),
     }
 

@@ -11,12 +11,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from decimal import Decimal
 from typing import Any
 
-from pivotal import agent_reasons, four_eyes, saga_ids
+from pivotal import four_eyes, saga_ids
+from pivotal.admission import admit
 from pivotal.app import App
-from pivotal.catalogue import KIND_TEXT, Catalogue, StepKind
+from pivotal.catalogue import Catalogue, StepKind
 from pivotal.clock import Clock, SystemClock, follow_ledger, synced
 from pivotal.engine import AlreadyCreated, Creation, Driver, RunOptions, by_hand, point_of_no_return
 from pivotal.engine.resuming import ResumeFromRefused, resume_from, step_named
@@ -25,8 +25,6 @@ from pivotal.errors import (
     InvalidInput,
     LeaseLost,
     PlanRejected,
-    RolloutRefused,
-    RolloutShadowed,
     SagaConflict,
     SagaNotFound,
     SagaNotParked,
@@ -35,26 +33,15 @@ from pivotal.errors import (
     StoreError,
     VersionConflict,
 )
-from pivotal.exposure import (
-    Exposure,
-    Moved,
-    NoRate,
-    TooMany,
-    moved_by,
-    reserved_by_others,
-    subject_kind,
-)
 from pivotal.fork import Edit, fork_id, fork_plan
 from pivotal.holds import expiry_cause
 from pivotal.hooks import Hook
-from pivotal.identity import identity_of
 from pivotal.lease import Lease, LeaseKeeper
-from pivotal.plan import ActorType, FlatCall, Plan
-from pivotal.policy import Rollout
+from pivotal.plan import Plan
 from pivotal.principals import canonical_person
 from pivotal.provider_check.model import recorded_drift
 from pivotal.rerun import rerun_id, rerun_plan
-from pivotal.serving import catalogue_digest, unserved
+from pivotal.serving import unserved
 from pivotal.state import (
     ApprovalStatus,
     Event,
@@ -66,17 +53,8 @@ from pivotal.state import (
     replay,
 )
 from pivotal.store.base import DeadLetter, Store, StoredSaga
-from pivotal.store.planning_records import (
-    Attempt,
-    AttemptError,
-    PlannerInfo,
-    PlanningMode,
-    PlanningOutcome,
-    PlanningRun,
-    PlanRequest,
-)
 from pivotal.telemetry import Observers, Telemetry
-from pivotal.validation import Checked, Recheck, checked_bounded, recheck_bounded
+from pivotal.validation import Checked, Recheck, recheck_bounded
 
 log = logging.getLogger(__name__)
 
@@ -252,99 +230,22 @@ class Orchestrator:
         return existing
 
     async def _new(self, plan: Plan, saga_id: str | None) -> tuple[SagaState, Event, Checked]:
-        """``_submission``, then the catalogue's rollout: every path that records a new
-        saga (``submit``, ``submit_aborted``, ``execute``; the HTTP, MCP and CLI entry
-        points) comes through here, after validation and before anything is written."""
-        state, event, found = await self._submission(plan, saga_id)
-        rollout = self.app.catalogue(plan.catalogue).rollout
-        if rollout is None or plan.provenance.actor_type is not ActorType.AGENT:
-            return state, event, found
-        catalogue = self.app.catalogue(plan.catalogue)
-        setting = rollout.describe()
-        no_rate = ""
-        try:
-            moved = tuple(moved_by(found.calls, catalogue, found.args))
-            prior = await self._reserved(rollout, catalogue, moved, saga_id)
-            exposure: Decimal | None = rollout.measure(
-                Exposure(moved, prior, self.app.rates), catalogue
-            )
-        except (NoRate, TooMany) as exc:
-            exposure, no_rate = None, str(exc)
-        if exposure is not None and exposure < rollout.execute_below:
-            marked = {"exposure": f"{exposure:f}", "setting": setting}
-            event = replace(event, data={**event.data, "rollout": marked})
-            return state, event, found
-        if saga_id is not None and await self.store.load(saga_id) is not None:
-            return state, event, found  # recorded before: a resubmission returns it as it is
-        if exposure is None:
-            why = (
-                f"what the plan exposes cannot be counted ({no_rate}) for the rollout of "
-                f"catalogue {plan.catalogue!r} ({setting})"
-            )
-        else:
-            why = (
-                f"the plan exposes {exposure:f}, not below the rollout limit "
-                f"{rollout.execute_below:f} of catalogue {plan.catalogue!r} ({setting})"
-            )
-        shadow = rollout.above == "shadow"
-        code = RolloutShadowed.code if shadow else RolloutRefused.code
-        counted = exposure if exposure is not None else "uncountable"
-        run = _rollout_run(plan, self.clock.now(), shadow, code, why, setting, counted)
-        await self.store.record_run(run)
-        if shadow:  # the agent is told the outcome, never the limit
-            raise RolloutShadowed(agent_reasons.kept_in_shadow(run.run_id), run.run_id, detail=why)
-        raise RolloutRefused(agent_reasons.refused_by_rollout(plan.catalogue), detail=why)
-
-    async def _reserved(
-        self, rollout: Rollout, catalogue: Catalogue, moved: tuple[Moved, ...], saga_id: str | None
-    ) -> tuple[Moved, ...]:
-        """What other sagas hold reserved for the subjects ``moved`` names, over the
-        rollout's window (nothing without one). A saga racing this one may not be in the
-        ledger yet: the gate reads the reservations again once this saga is (``Gates``)."""
-        window = rollout.window_for(catalogue)
-        kind = subject_kind(catalogue, window.by) if window is not None else None
-        if window is None or kind is None:
-            return ()
-        since = self.clock.now() - window.seconds
-        return await reserved_by_others(self.store, moved, kind, since, window.limit, saga_id)
-
-    async def _submission(
-        self, plan: Plan, saga_id: str | None
-    ) -> tuple[SagaState, Event, Checked]:
-        """The state and event of a new saga for ``plan``, and what validating it found;
-        ``PlanRejected`` when the plan does not validate."""
-        catalogue = self.app.catalogue(plan.catalogue)
-        found = await checked_bounded(plan, catalogue, facts=self.app.facts)
-        if found.errors:
-            raise PlanRejected(found.errors)
-        saga_id = saga_id or saga_ids.new()
-        event = Event(
-            type=EventType.SAGA_SUBMITTED,
-            at=self.clock.now(),
-            seq=1,
-            data={
-                "saga_id": saga_id,
-                "catalogue": plan.catalogue,
-                "plan_digest": plan.digest(),
-                # the build of the catalogue it was planned against (for display; what
-                # decides whether a process can run it is ``steps``: ``serving.unserved``)
-                "catalogue_digest": catalogue_digest(catalogue),
-                "provenance_ref": plan.provenance.ref(),
-                "rationale": plan.rationale,
-                **_trace(self.telemetry.submission_trace(saga_id)),
-                "steps": [
-                    {
-                        "name": f.call.name,
-                        "kind": KIND_TEXT[catalogue[f.call.name].kind],
-                        "group": f.group,
-                    }
-                    for f in found.calls
-                ],
-                **_subjects(catalogue, found.calls),
-                **_reserves(catalogue, found),
-            },
+        """The saga ``plan`` becomes, as admission decides (``pivotal.admission``): every
+        path that records a new saga comes through here, before anything is written. A
+        plan admission holds back is recorded as it says, and its error raised."""
+        admission = await admit(
+            plan,
+            saga_id,
+            app=self.app,
+            store=self.store,
+            now=self.clock.now(),
+            trace=lambda saga: _trace(self.telemetry.submission_trace(saga)),
         )
-        return apply(None, event), event, found
+        if admission.state is not None and admission.event is not None:
+            return admission.state, admission.event, admission.found
+        if admission.run is not None:
+            await self.store.record_run(admission.run)
+        raise admission.refusal()
 
     # -- execution ----------------------------------------------------------------------
 
@@ -997,79 +898,6 @@ class Orchestrator:
             except VersionConflict:
                 continue
         return False
-
-
-def _subjects(catalogue: Catalogue, calls: list[FlatCall]) -> dict[str, dict[str, list[str]]]:
-    """``{"subjects": {argument: [canonical ids]}}``: the entities the plan names, which
-    the ledger indexes (for exposure across sagas); nothing when it names none."""
-    named: dict[str, set[str]] = {}
-    for flat in calls:
-        fields = catalogue[flat.call.name].args_model.model_fields
-        for name, value in flat.call.args.items():
-            identity = identity_of(fields.get(name))
-            if identity is not None and isinstance(value, str):
-                named.setdefault(name, set()).add(identity.canonical(value))
-    if not named:
-        return {}
-    return {"subjects": {name: sorted(values) for name, values in sorted(named.items())}}
-
-
-def _reserves(catalogue: Catalogue, found: Checked) -> dict[str, list[dict[str, object]]]:
-    """``{"reserves": [...]}``: the value the plan moves as its steps declare it, from the
-    arguments as parsed (defaults filled in); the ledger reserves it per subject with the
-    saga, in the transaction that creates it. Nothing when it moves nothing."""
-    moved = moved_by(found.calls, catalogue, found.args)
-    return {"reserves": [m.to_json() for m in moved]} if moved else {}
-
-
-ROLLOUT_BATCH = "rollout"  # the batch id of the planning runs a rollout records (report.py)
-
-
-def _rollout_run(
-    plan: Plan,
-    at: float,
-    shadow: bool,
-    code: str,
-    why: str,
-    setting: str,
-    exposure: object,
-) -> PlanningRun:
-    """The record of an agent plan a rollout held back: a shadow planning run, accepted
-    (validated, kept, never run) or rejected (refused; the plan kept for review only)."""
-    prov = plan.provenance
-    by = PlannerInfo(
-        actor_type=prov.actor_type,
-        actor_id=prov.actor_id[:200] or "unknown",
-        model=prov.model,
-        prompt_version=prov.prompt_version,
-    )
-    errors = () if shadow else (AttemptError(code=code, message=why),)
-    attempt = Attempt(
-        n=1,
-        by=by,
-        plan=plan.model_dump(mode="json"),
-        rationale=plan.rationale,
-        errors=errors,
-        accepted=shadow,
-        at=at,
-    )
-    return PlanningRun(
-        run_id=f"ro_{uuid.uuid4().hex}",
-        mode=PlanningMode.SHADOW,
-        request=PlanRequest(
-            text=plan.rationale[:8000],
-            context={"rollout": setting, "exposure": str(exposure), "code": code},
-            catalogue=plan.catalogue,
-            source_document_id=prov.source_document_id,
-        ),
-        catalogue=plan.catalogue,
-        planner=by,
-        attempts=(attempt,),
-        outcome=PlanningOutcome.ACCEPTED if shadow else PlanningOutcome.REJECTED,
-        plan=plan if shadow else None,
-        batch_id=ROLLOUT_BATCH,
-        created_at=at,
-    )
 
 
 def _may_be_running(events: list[Event], index: int) -> bool:

@@ -19,9 +19,9 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from pivotal import moments
+from pivotal.admission import ROLLOUT_BATCH
 from pivotal.engine import point_of_no_return
 from pivotal.errors import InvalidInput
-from pivotal.orchestrator import ROLLOUT_BATCH
 from pivotal.plan import Provenance
 from pivotal.plan_errors import ErrorCode
 from pivotal.state import Event, EventType, SagaState, SagaStatus

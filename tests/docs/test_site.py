@@ -106,6 +106,14 @@ def test_every_row_of_the_saga_machine_is_on_its_page_once() -> None:
         assert shown == expected, phase
 
 
+def test_every_row_of_admission_is_on_its_page_once_in_order() -> None:
+    from pivotal.admission import TABLE
+
+    text = generated()[generator().ADMISSION].split("## The table")[1]
+    shown = re.findall(r"^\| `(\w+)` \| `([\w*]+)` \| `(\w+)` \| ", text, re.M)
+    assert shown == [(r.finding.value, r.above.value, r.verdict.value) for r in TABLE]
+
+
 def test_every_metric_is_in_the_table_with_its_type() -> None:
     scraped = generate_latest(PivotalMetrics().registry).decode()
     served = dict(re.findall(r"^# TYPE (\S+) (\S+)$", scraped, re.MULTILINE))
