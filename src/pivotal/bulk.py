@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 
 from pivotal import saga_actions
 from pivotal.errors import InvalidInput, PivotalError, SagaNotFound
-from pivotal.principals import canonical_person
+from pivotal.principals import names_someone
 from pivotal.rerun import rerun_id
 from pivotal.state import SagaStatus
 from pivotal.store.search import MAX_LIMIT, SagaFilter
@@ -85,7 +85,7 @@ def check(act: Act, by: str, reason: str) -> str:
     """The reason, after refusing (``InvalidInput``) what the single act would refuse
     before anything: no person, or for an abort no reason; a reason given (recorded with
     every act) is checked as any (``saga_actions.reason_of``)."""
-    if not canonical_person(by):
+    if not names_someone(by):
         raise InvalidInput(f"{act.value} of many sagas needs who asked for it")
     if act is Act.ABORT or reason.strip():
         what = "aborting sagas" if act is Act.ABORT else f"{act.value} of many sagas"

@@ -17,7 +17,7 @@ from pivotal.errors import InvalidInput, SagaConflict, SagaNotFound, SagaNotPark
 from pivotal.fork import Edit, fork_id, fork_plan
 from pivotal.orchestration.decisions import Decisions
 from pivotal.orchestration.letters import LettersDue
-from pivotal.principals import canonical_person
+from pivotal.principals import names_someone
 from pivotal.rerun import rerun_id, rerun_plan
 from pivotal.state import Event, EventType, SagaState, SagaStatus, StepStatus, replay
 from pivotal.store.base import StoredSaga
@@ -120,7 +120,7 @@ class Orchestrator(Decisions):
         return saga_run.state
 
     async def _parked(self, saga_id: str, by: str, reason: str) -> StoredSaga:
-        if not canonical_person(by) or not reason.strip():
+        if not names_someone(by) or not reason.strip():
             raise InvalidInput("a decision on a parked saga needs who decided and why")
         stored = await self.get(saga_id)
         if stored.state.status is not SagaStatus.NEEDS_HUMAN:
@@ -146,7 +146,7 @@ class Orchestrator(Decisions):
         Nothing runs here (a worker picks it up). One rerun per saga: asking again returns
         it (``rerun.rerun_id``). ``SagaNotRerunnable`` with ``rerun.refusal``'s reason
         while anything of the first saga stayed in place or may still land."""
-        if not canonical_person(by):
+        if not names_someone(by):
             raise InvalidInput("rerunning a saga needs who asked for it")
         await synced(self.clock)  # times below are the ledger's
         plan = rerun_plan(await self.get(saga_id), by, self.clock.now(), reason)
@@ -171,7 +171,7 @@ class Orchestrator(Decisions):
         (``fork.fork_id``); other edits make another. ``SagaNotForkable`` with
         ``fork.refusal``'s reason, ``PlanRejected`` for edits that do not validate;
         nothing is recorded then."""
-        if not canonical_person(by) or not reason.strip():
+        if not names_someone(by) or not reason.strip():
             raise InvalidInput("forking a saga needs who asked for it and why")
         await synced(self.clock)  # times below are the ledger's
         stored = await self.get(saga_id)

@@ -12,6 +12,7 @@ import secrets
 import unicodedata
 from enum import StrEnum
 
+from pivotal.errors import InvalidInput
 from pivotal.identity import ascii_digits
 from pivotal.skeleton import skeleton
 
@@ -49,6 +50,17 @@ BLANK_GLYPHS = frozenset(map(ord, "\u2800\u3164\u115f\u1160\uffa0\U0001d159"))
 # A name is folded again until folding changes nothing (a prototype may be a capital, or a
 # compatibility form): three folds at most for any one character of the data kept here.
 ROUNDS = 4
+
+
+def names_someone(name: str) -> bool:
+    """Whether ``name`` names a person (its canonical name is not ""), wherever a person
+    acts: ``InvalidInput`` for a name over ``MAX_PERSON`` characters, on every surface."""
+    if len(name) > MAX_PERSON:
+        raise InvalidInput(
+            f"a person's name is at most {MAX_PERSON} characters, not {len(name)}: nothing "
+            "was changed"
+        )
+    return bool(canonical_person(name))
 
 
 def canonical_person(name: str) -> str:

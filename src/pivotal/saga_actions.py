@@ -20,7 +20,7 @@ from pivotal.engine import point_of_no_return
 from pivotal.errors import InvalidInput, SagaConflict, SagaNotFound
 from pivotal.fork import Edit
 from pivotal.fork import refusal as fork_refusal
-from pivotal.principals import canonical_person
+from pivotal.principals import names_someone
 from pivotal.redaction import redact
 from pivotal.rerun import refusal
 from pivotal.state import Event, SagaState, SagaStatus, StepStatus
@@ -62,7 +62,7 @@ async def abort(
     that selected it, when one act aborted many): it starts compensating and a worker runs
     the undos. ``SagaNotAbortable`` (with the orchestrator's reason) when it cannot be."""
     why = reason_of(reason, "aborting a saga")
-    if not canonical_person(by):
+    if not names_someone(by):
         raise InvalidInput("aborting a saga needs who aborted it")
     await orchestrator.get(saga_id)  # SagaNotFound first
     try:

@@ -21,7 +21,7 @@ from pivotal import (
     StepContext,
     parse_plan,
 )
-from pivotal.errors import PlanParseError
+from pivotal.errors import InvalidInput, PlanParseError
 from pivotal.exposure import Moves
 from pivotal.identity import MONEY, NEGATIVE_MONEY, SIGNED_MONEY, CustomerId, canonical_text
 from pivotal.plan import Plan
@@ -164,3 +164,20 @@ def test_a_name_is_bounded_and_a_long_one_is_not_kept() -> None:
     before = _canonical.cache_info().currsize
     assert canonical_person("olga" * 25_000) == canonical_person("OLGA" * 25_000)
     assert _canonical.cache_info().currsize == before
+
+
+async def test_a_person_acting_with_a_name_over_the_bound_is_refused_and_nothing_changes(
+    store: Store, clock: FakeClock
+) -> None:
+    paid: list[tuple[str, str, Decimal]] = []
+    orch = Orchestrator(store, refunds(paid), clock=clock, rng=random.Random(0))
+    state = await orch.execute(plan(("refund", "c-1", "400")), saga_id="s")
+    assert state.status is SagaStatus.AWAITING_APPROVAL
+
+    with pytest.raises(InvalidInput, match="at most 200 characters"):
+        await orch.approve("s", "olga" * 51, "ok")
+    with pytest.raises(InvalidInput, match="at most 200 characters"):
+        await orch.abort("s", "olga" * 51, "changed my mind")
+
+    assert (await orch.get("s")).state.status is SagaStatus.AWAITING_APPROVAL
+    assert paid == []

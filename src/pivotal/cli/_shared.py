@@ -39,7 +39,7 @@ from pivotal.observability.tracing import from_environment
 from pivotal.orchestrator import Orchestrator
 from pivotal.plan import DEFAULT_LIMITS, ActorType, Plan
 from pivotal.plan_errors import PlanError
-from pivotal.principals import MAX_PERSON, canonical_person
+from pivotal.principals import MAX_PERSON, names_someone
 from pivotal.redaction import redact, redact_url
 from pivotal.render import status_text
 from pivotal.state import SagaState
@@ -564,7 +564,7 @@ def submitted_by(plan: Plan, by: str | None) -> Plan:
     itself, the OS user. Never the placeholder ``unknown``."""
     given = plan.provenance.model_fields_set
     if by is not None and by.strip():
-        if not canonical_person(by):
+        if not names_someone(by):
             raise InvalidInput("--by names no one: give the name of the person submitting")
         update: dict[str, Any] = {"actor_id": by.strip(), "actor_type": ActorType.HUMAN}
     elif "actor_id" not in given:

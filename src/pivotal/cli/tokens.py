@@ -26,7 +26,7 @@ from pivotal.cli._shared import (
     show,
 )
 from pivotal.errors import InvalidInput, NameTaken
-from pivotal.principals import Role, canonical_person, hash_token, new_token
+from pivotal.principals import Role, canonical_person, hash_token, names_someone, new_token
 from pivotal.render import FittedTable
 from pivotal.store import open_store
 from pivotal.store.base import Token
@@ -79,7 +79,7 @@ def tokens_create(
     A NAME that folds to the name of a live token (canonical_person: "Alice" is "alice") is
     that person: refused unless --same-person says a token is added for them, since four-eyes
     tells people apart by that name."""
-    if not canonical_person(name) or not name.isprintable():
+    if not names_someone(name) or not name.isprintable():
         raise InvalidInput("--name needs a printable name")
     if require_on_behalf_of and role not in SUBMITTERS:
         raise InvalidInput(

@@ -18,7 +18,7 @@ from pivotal.errors import (
 )
 from pivotal.holds import expiry_cause
 from pivotal.orchestration.letters import Letters
-from pivotal.principals import canonical_person
+from pivotal.principals import names_someone
 from pivotal.state import ApprovalStatus, EventType, SagaState, SagaStatus, StepStatus
 from pivotal.store.base import StoredSaga
 from pivotal.validation import Recheck, recheck_bounded
@@ -77,7 +77,7 @@ class Decisions(Letters):
         run: bool,
         version: int | None = None,
     ) -> SagaState:
-        if not canonical_person(approver):
+        if not names_someone(approver):
             raise InvalidInput("an approval decision needs the approver's name")
         stored = await self.get(saga_id)
         state, approval = stored.state, stored.state.approval
@@ -168,7 +168,7 @@ class Decisions(Letters):
         ``search``: the query of the search that selected it, when one act aborted many
         (``pivotal.bulk``), kept in the event's data."""
         await synced(self.clock)  # times below are the ledger's
-        if not canonical_person(by) or not reason.strip():
+        if not names_someone(by) or not reason.strip():
             raise InvalidInput("aborting a saga needs who aborted it and why")
         stored = await self.get(saga_id)
         state = stored.state

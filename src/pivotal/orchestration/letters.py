@@ -11,7 +11,7 @@ from typing import Any
 from pivotal.clock import synced
 from pivotal.errors import InvalidInput, VersionConflict
 from pivotal.orchestration.submitting import Submitting
-from pivotal.principals import canonical_person
+from pivotal.principals import names_someone
 from pivotal.state import Event, EventType
 from pivotal.store.base import DeadLetter
 
@@ -59,7 +59,7 @@ class Letters(Submitting):
     async def resolve_dead_letter(self, dead_letter_id: int, by: str, reason: str) -> None:
         """Record that a person settled a parked undo by hand, and why."""
         await synced(self.clock)  # times below are the ledger's
-        if not canonical_person(by) or not reason.strip():
+        if not names_someone(by) or not reason.strip():
             raise InvalidInput("resolving a dead letter needs who resolved it and why")
         letter = await self._dead_letter(dead_letter_id)
         if letter.status != "open":
@@ -83,7 +83,7 @@ class Letters(Submitting):
         meanwhile) is not made due, and nothing is noted when none was. The answer says
         what was done (``LettersDue``): letters made due stay due when the note loses to a
         saga that keeps changing; it says so rather than raise."""
-        if not canonical_person(by):
+        if not names_someone(by):
             raise InvalidInput("retrying dead letters needs who asked for it")
         await synced(self.clock)  # times below are the ledger's
         now = self.clock.now()
@@ -112,7 +112,7 @@ class Letters(Submitting):
         """``dead_letters_due`` for one open dead letter (the API's, the page's and the
         CLI's retry): nothing made due when there is no such open letter (or it was settled
         meanwhile), and nothing changed then."""
-        if not canonical_person(by):
+        if not names_someone(by):
             raise InvalidInput("retrying dead letters needs who asked for it")
         found = await self.store.dead_letters("open", id=dead_letter_id)
         if not found:

@@ -15,7 +15,7 @@ from pivotal.errors import InvalidInput, PlanRejected, SagaConflict, StoreError
 from pivotal.lease import Lease
 from pivotal.orchestration.running import Running, _trace
 from pivotal.plan import Plan
-from pivotal.principals import canonical_person
+from pivotal.principals import names_someone
 from pivotal.state import Event, EventType, SagaState, apply
 from pivotal.store.base import StoredSaga
 from pivotal.validation import Checked
@@ -59,7 +59,7 @@ class Submitting(Running):
         caller aborts it then, if it still can); another plan raises ``SagaConflict``.
         """
         await synced(self.clock)  # times below are the ledger's
-        if not canonical_person(by) or not reason.strip():
+        if not names_someone(by) or not reason.strip():
             raise InvalidInput("aborting a saga needs who aborted it and why")
         saga_ids.check(saga_id)
         existing = await self.store.load(saga_id) if saga_id is not None else None

@@ -7,7 +7,7 @@ from pivotal.orchestrator import Orchestrator
 from pivotal.plan import ActorType, Plan, Provenance
 from pivotal.planning.errors import EscalationClosed, EscalationNotFound
 from pivotal.planning.records import Escalation, EscalationStatus
-from pivotal.principals import canonical_person
+from pivotal.principals import names_someone
 from pivotal.state import SagaState
 from pivotal.store.base import Store
 
@@ -27,7 +27,7 @@ async def resolve_escalation(
     that person as its author, and with ``run`` driven until it ends or waits for approval.
     """
     by = by.strip()
-    if not canonical_person(by):
+    if not names_someone(by):
         raise InvalidInput("resolving an escalation needs the name of the person doing it")
     ledger = ledger or orchestrator.store
     escalation = await ledger.escalation(escalation_id)
