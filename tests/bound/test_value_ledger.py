@@ -212,14 +212,17 @@ PER_CUSTOMER = Window("customer")
 
 
 class Racing:
-    """A ledger whose first two reads of reservations wait for each other: two submissions
-    for one customer both measure before either is recorded."""
+    """A ledger whose first two reads of reservations wait for each other once read: two
+    submissions for one customer both measure before either is recorded. (Waiting before
+    the read raced the other submission's commit on a busy machine: the second read could
+    land after the first saga was recorded, and see it.)"""
 
     def __init__(self, inner: Store) -> None:
         self.inner = inner
         self.waiting: list[asyncio.Event] = []
 
     async def reservations(self, *args: Any) -> Any:
+        rows = await self.inner.reservations(*args)
         if len(self.waiting) < 2:
             mine = asyncio.Event()
             self.waiting.append(mine)
@@ -227,7 +230,7 @@ class Racing:
                 for event in self.waiting:
                     event.set()
             await mine.wait()
-        return await self.inner.reservations(*args)
+        return rows
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
