@@ -47,10 +47,6 @@ class Admission:
     run: PlanningRun | None = None  # the record a rollout keeps of a plan it held back
     why: str = ""  # for a person: what the rollout measured (never told to the agent)
 
-    @property
-    def admitted(self) -> bool:
-        return self.row.verdict is Verdict.ADMIT
-
     def refusal(self) -> PivotalError:
         """The error the submitter hears when the plan is not admitted."""
         if self.row.finding is Finding.INVALID:
@@ -78,7 +74,7 @@ async def admit(
     found = await checked_bounded(plan, catalogue, facts=app.facts)
     if found.errors:
         return Admission(decide(Finding.INVALID, Above.ANY), found)
-    saga_id = saga_id or saga_ids.new()
+    given, saga_id = saga_id, saga_id or saga_ids.new()
     event = submitted(plan, catalogue, found, saga_id, now, trace(saga_id))
     rollout = catalogue.rollout
     if rollout is None:
@@ -98,7 +94,7 @@ async def admit(
         return _admitted(
             Finding.BELOW, found, replace(event, data={**event.data, "rollout": marked})
         )
-    if await store.load(saga_id) is not None:  # recorded before: returned as it is
+    if given is not None and await store.load(given) is not None:  # recorded: returned as is
         return _admitted(Finding.RECORDED, found, event)
     if exposure is None:
         finding = Finding.UNCOUNTABLE
