@@ -485,19 +485,32 @@ def http_page() -> str:
 
 
 def admission_page() -> str:
+    from pivotal.admission import STAGES
     from pivotal.admission import table as admission
 
     out = [GENERATED, "# Admission", ""]
     out.append(
         "Whether a new plan is recorded as a saga, kept in shadow or refused is decided in "
         "one table, `pivotal.admission.table.TABLE`: `pivotal.admission.admit` runs the "
-        "stages over the plan (validation, the value it moves, what the ledger holds "
-        "reserved, the catalogue's rollout) and the first row matching what they **found**, "
+        "stages below over what the orchestrator read for the plan, and the first row "
+        "matching what they **found**, "
         "and the rollout's setting for a plan at or above its limit (**above**, `*`: any), "
         "is the **verdict**. Every way a saga is made passes there: the Python API, the "
         "command line, the HTTP API, the MCP tools, the ADK agent, the planning loop, forks "
         "and re-runs. The orchestrator writes what the verdict says, and computes none of "
         "it.\n"
+    )
+    out.append(f"## The stages, in order: {len(STAGES)}\n")
+    stages = [
+        [str(n), cell(s.name), f"`{s.runs}`", cell(s.reads), cell(s.finds)]
+        for n, s in enumerate(STAGES, 1)
+    ]
+    out.append(table(["", "stage", "runs", "reads", "finds"], stages))
+    out.append(
+        "Each stage reads only what it is given and returns what it found; the first "
+        "three are the validator every surface uses, and a plan they find errors in goes "
+        "no further. Whether a person must approve is decided later, by the gate before "
+        "the point of no return, with the ledger as it is then.\n"
     )
     out.append("## What the stages find\n")
     out.append(_members(admission.Finding))

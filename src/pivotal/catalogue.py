@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import math
@@ -23,6 +24,7 @@ from pivotal.kinds import KIND_TEXT as KIND_TEXT
 from pivotal.kinds import StepKind as StepKind
 from pivotal.outbox import check_message
 from pivotal.plan import DEFAULT_LIMITS, PlanLimits
+from pivotal.plan_errors import ErrorCode
 from pivotal.progress import check as check_progress
 from pivotal.records import quick_init
 from pivotal.retry import NO_RETRY, RetryPolicy, RetryPredicate
@@ -672,6 +674,26 @@ class Catalogue:
         """Declare a step that runs after the pivot and is retried until it succeeds; returns
         the action. ``undo`` exists only to be refused: a retriable step is never undone."""
         return self.step(StepKind.RETRIABLE, undo=undo, **options)
+
+    def why_not_a_step(self, name: str) -> tuple[ErrorCode, str]:
+        """What a plan is told of a call of ``name``, which is not a step of this
+        catalogue: that it is an undo (run by the orchestrator, never planned), or the
+        closest step's name and every step's."""
+        undo_names = {getattr(s.undo, "__name__", "") for s in self if s.undo is not None}
+        if name in undo_names:
+            return (
+                ErrorCode.UNDO_NOT_CALLABLE,
+                f"{name!r} is a compensation; compensations are run by the orchestrator and "
+                "cannot be planned. Remove this step.",
+            )
+        known = sorted(s.name for s in self)
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        return (
+            ErrorCode.UNKNOWN_STEP,
+            f"{name!r} is not in catalogue {self.name!r}.{hint} Available steps: "
+            + ", ".join(known),
+        )
 
     def get(self, name: str) -> Step | None:
         if self._without_undo:

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
@@ -33,7 +33,7 @@ from pivotal.state import SagaStatus, StepStatus, UndoStatus
 
 if TYPE_CHECKING:
     from pivotal.plan import FlatCall
-    from pivotal.store.base import Store
+    from pivotal.store.base import Reservation
 
 _CODE = re.compile(r"^[A-Z]{3}$")
 
@@ -295,8 +295,16 @@ class TooMany(Exception):
     """More reservations than a window counts: a person decides."""
 
 
+class Reservations(Protocol):
+    """The one read of the ledger exposure makes (a ``Store`` makes it)."""
+
+    async def reservations(
+        self, subject: str, value: str, since: float, limit: int
+    ) -> list[Reservation]: ...
+
+
 async def reserved_by_others(
-    store: Store,
+    store: Reservations,
     moved: Iterable[Moved],
     kind: str,
     since: float,

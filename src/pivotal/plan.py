@@ -21,6 +21,7 @@ from pydantic import (
 from pivotal import saga_ids
 from pivotal.errors import PlanParseError, PlanTooLarge
 from pivotal.jsontext import encoder, standard
+from pivotal.plan_errors import ErrorCode, PlanError
 from pivotal.principals import MAX_PERSON
 from pivotal.records import quick_init
 
@@ -164,6 +165,58 @@ class Plan(BaseModel):
     def to_json(self) -> str:
         return self.model_dump_json(exclude_none=False)
 
+    def form_errors(self, limits: PlanLimits, calls: list[FlatCall]) -> list[PlanError]:
+        """What of the plan's form is refused (``calls``: ``self.calls()``): more calls,
+        a longer rationale or a larger argument than ``limits`` allow, no calls at all,
+        and a parallel group without calls. Nothing else of a plan with too many calls
+        is read."""
+        if len(calls) > limits.max_steps:
+            return [
+                PlanError(
+                    ErrorCode.TOO_MANY_STEPS,
+                    f"the plan has {len(calls)} calls; at most {limits.max_steps} are allowed",
+                    path="steps",
+                )
+            ]
+        out: list[PlanError] = []
+        if len(self.rationale) > limits.max_rationale:
+            out.append(
+                PlanError(
+                    ErrorCode.RATIONALE_TOO_LONG,
+                    f"the rationale has {len(self.rationale)} characters; at most "
+                    f"{limits.max_rationale} are allowed",
+                    path="rationale",
+                )
+            )
+        for flat in calls:
+            for name, value in flat.call.args.items():
+                if surely_fits(value, limits.max_argument):
+                    continue
+                size = len(json.dumps(value, default=str))
+                if size > limits.max_argument:
+                    out.append(
+                        PlanError(
+                            ErrorCode.ARGUMENT_TOO_LARGE,
+                            f"{flat.call.name}.{name} is {size} characters of JSON; at most "
+                            f"{limits.max_argument} are allowed",
+                            flat.index,
+                            f"{flat.path}.args.{name}",
+                            flat.call.name,
+                        )
+                    )
+        if not calls:
+            out.append(PlanError(ErrorCode.EMPTY_PLAN, "the plan has no steps", path="steps"))
+        out.extend(
+            PlanError(
+                ErrorCode.EMPTY_PARALLEL,
+                "a parallel group needs at least one call",
+                path=f"steps[{position}].parallel",
+            )
+            for position, item in enumerate(self.steps)
+            if isinstance(item, ParallelGroup) and not item.parallel
+        )
+        return out
+
     def digest(self) -> str:
         """A hash of the plan's canonical JSON: equal plans have equal digests."""
         dumped = self.model_dump(mode="json")
@@ -275,3 +328,17 @@ def strict_json(text: str | bytes) -> Any:
 def _brief(value: Any) -> str:
     text = json.dumps(value, default=str)
     return text if len(text) <= 40 else text[:39] + "…"
+
+
+def surely_fits(value: object, limit: int) -> bool:
+    """True when ``value``'s JSON is certainly within ``limit`` characters without encoding
+    it: a bool, None, a float, an int of fewer than 20 digits, or a string short enough
+    that even escaping every character (12 each: a surrogate pair, \\uXXXX\\uXXXX) and its
+    quotes would fit."""
+    if value is None or isinstance(value, bool | float):
+        return limit >= 24  # the longest float repr, e.g. -1.2345678901234567e-308
+    if isinstance(value, int):
+        return -(10**19) < value < 10**19 and limit >= 20
+    if isinstance(value, str):
+        return 12 * len(value) + 2 <= limit
+    return False

@@ -9,6 +9,7 @@ differently is never checked against nothing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,13 @@ class Call:
         if info is None or info.is_required():
             return None
         return info.get_default(call_default_factory=True)
+
+    def written(self, name: str) -> str:
+        """The argument as written, or its default and that it was left out (for an
+        error's message)."""
+        if name in self.args:
+            return show(self.args[name])
+        return f"{show(self.value(name))} (its default: the plan leaves it out)"
 
     def key(self, name: str) -> object:
         """What the argument ``name`` is compared by (see ``identity.comparable``)."""
@@ -111,6 +119,15 @@ class PlanView:
         if self.lookup is None or all(self.context.get(k) == v for k, v in own.items()):
             return self.facts
         return self.lookup({**self.context, **own})
+
+
+def show(value: object) -> str:
+    """``value`` as JSON for an error's message, cut at 80 characters."""
+    try:
+        text = json.dumps(value, default=str)
+    except ValueError:
+        text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def plan_context(calls: Iterable[Call]) -> dict[str, object]:

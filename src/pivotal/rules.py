@@ -18,17 +18,16 @@ in the text a planner is shown.
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
 from pivotal.four_eyes import names_whom
-from pivotal.identity import canonical_text, finite_decimal, same
+from pivotal.identity import finite_decimal, same
 from pivotal.plan import Plan
 from pivotal.plan_errors import ErrorCode, PlanError
-from pivotal.plan_view import Call, PlanView
+from pivotal.plan_view import Call, PlanView, show
 
 __all__ = [
     "Agree",
@@ -51,21 +50,6 @@ def same_value(a: object, b: object) -> bool:
     """Equal as the plan means them when nothing says the argument's type: numbers by
     value (180 equals 180.00), text exactly ("04471" is not "4471")."""
     return same(a, b)
-
-
-def _given(call: Call, arg: str) -> str:
-    """The argument as written, or its default and that it was left out."""
-    if arg in call.args:
-        return _show(call.args[arg])
-    return f"{_show(call.value(arg))} (its default: the plan leaves it out)"
-
-
-def _show(value: object) -> str:
-    try:
-        text = json.dumps(value, default=str)
-    except ValueError:
-        text = repr(value)
-    return text if len(text) <= 80 else text[:79] + "…"
 
 
 class PlanRule(ABC):
@@ -220,8 +204,8 @@ class Agree(PlanRule):
         return [
             PlanError(
                 ErrorCode.ARGUMENTS_DISAGREE,
-                f"{c.name}.{self.arg} is {_given(c, self.arg)} but {first.name} (step "
-                f"{first.index}) has {_given(first, self.arg)}; {self._scope()} must use "
+                f"{c.name}.{self.arg} is {c.written(self.arg)} but {first.name} (step "
+                f"{first.index}) has {first.written(self.arg)}; {self._scope()} must use "
                 "one value",
                 c.index,
                 c.arg_path(self.arg),
@@ -302,8 +286,8 @@ class FromFact(PlanRule):
                 out.append(
                     PlanError(
                         ErrorCode.FACT_MISMATCH,
-                        f"{c.name}.{self.arg} is {_given(c, self.arg)} but the trusted "
-                        f"value ({self.key}) is {_show(truth)}; use {_show(truth)}",
+                        f"{c.name}.{self.arg} is {c.written(self.arg)} but the trusted "
+                        f"value ({self.key}) is {show(truth)}; use {show(truth)}",
                         c.index,
                         c.arg_path(self.arg),
                         c.name,
@@ -396,7 +380,7 @@ class FromFactRows(PlanRule):
 
     def _shown(self, values: Mapping[str, object] | Call) -> str:
         get = values.value if isinstance(values, Call) else values.get
-        return ", ".join(f"{f}={_show(get(f))}" for f in self.fields)
+        return ", ".join(f"{f}={show(get(f))}" for f in self.fields)
 
     def _unknown(self, c: Call) -> PlanError:
         return PlanError(
@@ -460,7 +444,7 @@ class OnBehalfOfAbove(PlanRule):
         return [
             PlanError(
                 ErrorCode.ON_BEHALF_OF_REQUIRED,
-                f"{c.name}.{self.field} is {_given(c, self.field)}, above {limit:f}: the plan "
+                f"{c.name}.{self.field} is {c.written(self.field)}, above {limit:f}: the plan "
                 "must name the person it is for in provenance.on_behalf_of",
                 path="provenance.on_behalf_of",
             )
@@ -481,53 +465,6 @@ def _rows(value: object) -> list[Mapping[str, object]] | None:
     if not isinstance(value, list | tuple) or not all(isinstance(r, Mapping) for r in value):
         return None
     return list(value)
-
-
-def subject_errors(view: PlanView) -> list[PlanError]:
-    """What breaks the request's subject (``provenance.about``): a call naming another
-    order, or facts saying the order is someone else's. Every surface checks it, through
-    the validator."""
-    out: list[PlanError] = []
-    for name, wanted in view.about.items():
-        told: set[int] = set()  # the facts already compared (calls share them)
-        for c in view.calls:
-            if c.takes(name):
-                if not same(c.value(name), wanted, c.field(name)):
-                    out.append(
-                        PlanError(
-                            ErrorCode.REQUEST_MISMATCH,
-                            f"{c.name}.{name} is {_given(c, name)} but the request is "
-                            f"about {name} {_show(wanted)}; act only on what the request is "
-                            "about",
-                            c.index,
-                            c.arg_path(name),
-                            c.name,
-                        )
-                    )
-                continue
-            known = view.facts_for(c)
-            if known is None or id(known) in told:
-                continue
-            told.add(id(known))
-            truth = known.get(name)
-            if truth is not None and not _same_subject(truth, wanted):
-                out.append(
-                    PlanError(
-                        ErrorCode.REQUEST_MISMATCH,
-                        f"what {c.name} acts on has {name} {_show(truth)}, but the request "
-                        f"is about {name} {_show(wanted)}: this plan serves another request",
-                        c.index,
-                        c.path,
-                        c.name,
-                    )
-                )
-    return out
-
-
-def _same_subject(a: object, b: object) -> bool:
-    if isinstance(a, str) and isinstance(b, str):
-        return canonical_text(a) == canonical_text(b)
-    return same(a, b)
 
 
 PlanCheck = Callable[[Plan, Mapping[str, object] | None], Iterable[str] | str | None]

@@ -114,6 +114,19 @@ def test_every_row_of_admission_is_on_its_page_once_in_order() -> None:
     assert shown == [(r.finding.value, r.above.value, r.verdict.value) for r in TABLE]
 
 
+def test_every_stage_of_admission_is_on_its_page_in_order_and_runs_what_it_names() -> None:
+    import importlib
+
+    from pivotal.admission import STAGES
+
+    text = generated()[generator().ADMISSION].split("## The stages")[1].split("## ")[0]
+    shown = re.findall(r"^\| (\d+) \| (.+?) \| `([\w.]+)` \| ", text, re.M)
+    assert shown == [(str(n), s.name, s.runs) for n, s in enumerate(STAGES, 1)]
+    for stage in STAGES:
+        module, name = stage.runs.rsplit(".", 1)
+        assert callable(getattr(importlib.import_module(module), name)), stage.runs
+
+
 def test_every_metric_is_in_the_table_with_its_type() -> None:
     scraped = generate_latest(PivotalMetrics().registry).decode()
     served = dict(re.findall(r"^# TYPE (\S+) (\S+)$", scraped, re.MULTILINE))

@@ -21,7 +21,17 @@ from pivotal import (
     StepContext,
     parse_plan,
 )
-from pivotal.admission import TABLE, Above, Admission, Finding, Row, Verdict, admit, decide
+from pivotal.admission import (
+    TABLE,
+    Above,
+    Admission,
+    Finding,
+    Given,
+    Row,
+    Verdict,
+    admit,
+    decide,
+)
 from pivotal.errors import RolloutRefused, RolloutShadowed
 from pivotal.exposure import Moves
 from pivotal.identity import MONEY, CustomerId
@@ -69,10 +79,12 @@ Case = Callable[[Store, FakeClock], Awaitable[Admission]]
 async def _admit(
     store: Store, clock: FakeClock, catalogue: Catalogue, plan: Plan, saga_id: str | None = None
 ) -> Admission:
+    app = App([catalogue])
     trace: Callable[[str], dict[str, str]] = lambda saga: {}  # noqa: E731
-    return await admit(
-        plan, saga_id, app=App([catalogue]), store=store, now=clock.now(), trace=trace
+    given = Given(
+        plan, saga_id, catalogue, "build", clock.now(), app.facts, app.rates, store, trace
     )
+    return await admit(given)
 
 
 async def invalid(store: Store, clock: FakeClock) -> Admission:
@@ -140,11 +152,10 @@ async def test_the_row_is_what_admission_decides(row: Row, store: Store, clock: 
 
     assert admission.row is row
     if row.verdict is Verdict.ADMIT:
-        assert admission.state is not None
         assert admission.event is not None
         assert admission.run is None
         return
-    assert admission.state is None
+    assert admission.event is None
     refusal = admission.refusal()
     assert refusal.code == row.code
     if row.finding is not Finding.INVALID:

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from pivotal import Catalogue, ErrorCode, PlanError, PlanParseError, parse_plan, validate
 from pivotal.plan import PlanLimits
-from pivotal.validation import _surely_fits
+from pivotal.plan import surely_fits as _surely_fits
 
 
 class Note(BaseModel):

@@ -1,18 +1,20 @@
-"""Admission: the one way a new plan becomes a saga, with its verdicts declared as a table
-(``table``), the stages that find what the verdict reads (``admit``), and the record a
-rollout keeps of a plan it held back (``records``)."""
+"""Admission: the one way a new plan becomes a saga. ``admit`` runs the stages (``shape``;
+``checks``: names, facts and rules; ``value``: value moved and exposure) over what it is
+given, and reads the verdict from a declared table (``table``)."""
 
-from pivotal.admission.admit import Admission, admit
-from pivotal.admission.records import ROLLOUT_BATCH
+from pivotal.admission.admit import ROLLOUT_BATCH, STAGES, Admission, Given, Stage, admit
 from pivotal.admission.table import TABLE, Above, Finding, Row, Verdict, decide
 
 __all__ = [
     "ROLLOUT_BATCH",
+    "STAGES",
     "TABLE",
     "Above",
     "Admission",
     "Finding",
+    "Given",
     "Row",
+    "Stage",
     "Verdict",
     "admit",
     "decide",

@@ -1,39 +1,102 @@
-"""The one way a new plan becomes a saga: ``admit`` runs the stages over what it is given
-(the plan, its catalogue, the app's facts and rates, what the ledger holds reserved) and
-reads the verdict from ``pivotal.admission.table``. Every path that records a new saga
-passes here (``Orchestrator.submit``, ``submit_aborted``, ``submit_leased``, ``execute``;
-through them the HTTP API, the CLI, the MCP tools, the ADK agent, the planning loop, forks
-and re-runs). It writes nothing: the orchestrator writes what the verdict says."""
+"""The one way a new plan becomes a saga: ``admit`` runs the stages (``STAGES``), in order,
+over what the orchestrator read for it (``Given``), and reads the verdict from
+``pivotal.admission.table``. Every path that records a new saga passes here
+(``Orchestrator.submit``, ``submit_aborted``, ``submit_leased``, ``execute``; through them
+the HTTP API, the CLI, the MCP tools, the ADK agent, the planning loop, forks and re-runs).
+It writes nothing: the orchestrator writes what the verdict says."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from decimal import Decimal
 
 from pivotal import agent_reasons, saga_ids
-from pivotal.admission.records import rollout_run
+from pivotal.admission.checks import FactSource, checked_bounded
+from pivotal.admission.shape import Checked
 from pivotal.admission.table import Above, Finding, Row, Verdict, decide
-from pivotal.app import App
-from pivotal.catalogue import KIND_TEXT, Catalogue
+from pivotal.admission.value import Counted, Ledger, exposure, moved, submitted
+from pivotal.catalogue import Catalogue
 from pivotal.errors import PivotalError, PlanRejected, RolloutRefused, RolloutShadowed
-from pivotal.exposure import (
-    Exposure,
-    Moved,
-    NoRate,
-    TooMany,
-    moved_by,
-    reserved_by_others,
-    subject_kind,
+from pivotal.exposure import Rates
+from pivotal.plan import ActorType, Plan
+from pivotal.state import Event
+from pivotal.store.planning_records import (
+    Attempt,
+    AttemptError,
+    PlannerInfo,
+    PlanningMode,
+    PlanningOutcome,
+    PlanningRun,
+    PlanRequest,
 )
-from pivotal.identity import identity_of
-from pivotal.plan import ActorType, FlatCall, Plan
-from pivotal.policy import Rollout
-from pivotal.serving import catalogue_digest
-from pivotal.state import Event, EventType, SagaState, apply
-from pivotal.store.base import Store
-from pivotal.store.planning_records import PlanningRun
-from pivotal.validation import Checked, checked_bounded
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One stage of admission: the function that runs it, what it reads, what it finds."""
+
+    name: str
+    runs: str  # the function, by its import path
+    reads: str
+    finds: str
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage(
+        "shape",
+        "pivotal.admission.shape.shape",
+        "the plan, its catalogue (and each step's precondition)",
+        "errors of form: size, unknown steps, arguments, one pivot, the kinds in order; "
+        "the calls and their arguments as parsed",
+    ),
+    Stage(
+        "names",
+        "pivotal.admission.checks.names",
+        "the plan's provenance",
+        "a name of the person the plan is for that folds to nothing, as four-eyes compares names",
+    ),
+    Stage(
+        "facts and rules",
+        "pivotal.admission.checks.check_rules",
+        "the plan, its catalogue's rules, the app's trusted facts",
+        "rule violations, facts that cannot be read, a call acting on another subject "
+        "than the request's",
+    ),
+    Stage(
+        "value moved",
+        "pivotal.admission.value.moved",
+        "the calls as parsed, the steps' declared moves",
+        "the value each call moves, in its currency, never below 0 unless declared signed",
+    ),
+    Stage(
+        "exposure",
+        "pivotal.admission.value.exposure",
+        "the value moved, what the ledger holds reserved for its subjects, the app's rates",
+        "for an agent plan under a rollout: what it exposes, or that it cannot be counted",
+    ),
+)
+"""The stages, in the order ``admit`` runs them; the first three are the validator every
+surface uses (``pivotal.validation``). Whether a person must approve is decided by the
+gate before the point of no return, with the ledger as it is then (``pivotal.engine``)."""
+
+
+@dataclass(frozen=True)
+class Given:
+    """What the orchestrator reads for admission: the plan, under the id its submitter gave
+    (None: admission makes one), the catalogue it names and that catalogue's build (its
+    digest), the ledger's time, the app's trusted facts and rates, the two reads of the
+    ledger a rollout may make, and the trace context of the saga's first event."""
+
+    plan: Plan
+    saga_id: str | None
+    catalogue: Catalogue
+    build: str
+    now: float
+    facts: FactSource | None
+    rates: Rates
+    ledger: Ledger
+    trace: Callable[[str], dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -42,8 +105,7 @@ class Admission:
 
     row: Row
     found: Checked  # what validating the plan found
-    state: SagaState | None = None  # the saga to record (ADMIT)
-    event: Event | None = None  # its first event: subjects, reservations, the rollout's mark
+    event: Event | None = None  # ADMIT: the saga's first event (its steps, subjects, reserves)
     run: PlanningRun | None = None  # the record a rollout keeps of a plan it held back
     why: str = ""  # for a person: what the rollout measured (never told to the agent)
 
@@ -59,142 +121,89 @@ class Admission:
         return RolloutRefused(agent_reasons.refused_by_rollout(self.run.catalogue), detail=self.why)
 
 
-async def admit(
-    plan: Plan,
-    saga_id: str | None,
-    *,
-    app: App,
-    store: Store,
-    now: float,
-    trace: Callable[[str], dict[str, str]],
-) -> Admission:
-    """Run the stages over ``plan`` and return the verdict with what to write (``trace``:
-    the saga's trace context for its first event, given its id)."""
-    catalogue = app.catalogue(plan.catalogue)
-    found = await checked_bounded(plan, catalogue, facts=app.facts)
+async def admit(given: Given) -> Admission:
+    """Run the stages over what is ``given`` and return the verdict with what to write."""
+    plan, catalogue = given.plan, given.catalogue
+    found = await checked_bounded(plan, catalogue, facts=given.facts)  # shape, names, rules
     if found.errors:
         return Admission(decide(Finding.INVALID, Above.ANY), found)
-    given, saga_id = saga_id, saga_id or saga_ids.new()
-    event = submitted(plan, catalogue, found, saga_id, now, trace(saga_id))
+    saga_id = given.saga_id or saga_ids.new()
+    value = moved(found, catalogue)
+    trace = given.trace(saga_id)
+    event = submitted(plan, catalogue, found, value, saga_id, given.now, given.build, trace)
     rollout = catalogue.rollout
     if rollout is None:
-        return _admitted(Finding.NO_ROLLOUT, found, event)
+        return Admission(decide(Finding.NO_ROLLOUT, Above.ANY), found, event)
     if plan.provenance.actor_type is not ActorType.AGENT:
-        return _admitted(Finding.NOT_AN_AGENT, found, event)
-    setting = rollout.describe()
-    no_rate = ""
-    try:
-        moved = tuple(moved_by(found.calls, catalogue, found.args))
-        prior = await _reserved(store, rollout, catalogue, moved, saga_id, now)
-        exposure: Decimal | None = rollout.measure(Exposure(moved, prior, app.rates), catalogue)
-    except (NoRate, TooMany) as exc:
-        exposure, no_rate = None, str(exc)
-    if exposure is not None and exposure < rollout.execute_below:
-        marked = {"exposure": f"{exposure:f}", "setting": setting}
-        return _admitted(
-            Finding.BELOW, found, replace(event, data={**event.data, "rollout": marked})
-        )
-    if given is not None and await store.load(given) is not None:  # recorded: returned as is
-        return _admitted(Finding.RECORDED, found, event)
-    if exposure is None:
-        finding = Finding.UNCOUNTABLE
-        why = (
-            f"what the plan exposes cannot be counted ({no_rate}) for the rollout of "
-            f"catalogue {plan.catalogue!r} ({setting})"
-        )
-    else:
-        finding = Finding.NOT_BELOW
-        why = (
-            f"the plan exposes {exposure:f}, not below the rollout limit "
-            f"{rollout.execute_below:f} of catalogue {plan.catalogue!r} ({setting})"
-        )
-    row = decide(finding, Above(rollout.above))
+        return Admission(decide(Finding.NOT_AN_AGENT, Above.ANY), found, event)
+    ledger, now = given.ledger, given.now
+    counted = await exposure(rollout, catalogue, value, saga_id, now, given.rates, ledger)
+    if counted.below:
+        marked = {"exposure": counted.text, "setting": rollout.describe()}
+        event = replace(event, data={**event.data, "rollout": marked})
+        return Admission(decide(Finding.BELOW, Above.ANY), found, event)
+    if given.saga_id is not None and await given.ledger.load(given.saga_id) is not None:
+        # recorded already: the orchestrator returns it as it is (or finds another plan)
+        return Admission(decide(Finding.RECORDED, Above.ANY), found, event)
+    return _held_back(plan, found, counted, given.now, Above(rollout.above))
+
+
+def _held_back(plan: Plan, found: Checked, counted: Counted, now: float, above: Above) -> Admission:
+    """The verdict for an agent plan at or above its rollout's limit, or that cannot be
+    counted, and the planning run that keeps it for a person to read."""
+    finding = Finding.UNCOUNTABLE if counted.amount is None else Finding.NOT_BELOW
+    row = decide(finding, above)
     assert row.code is not None
-    counted = exposure if exposure is not None else "uncountable"
     shadow = row.verdict is Verdict.SHADOW
-    run = rollout_run(plan, now, shadow, row.code, why, setting, counted)
-    return Admission(row, found, run=run, why=why)
+    run = rollout_run(plan, now, shadow, row.code, counted.why, counted.setting, counted.text)
+    return Admission(row, found, run=run, why=counted.why)
 
 
-def _admitted(finding: Finding, found: Checked, event: Event) -> Admission:
-    return Admission(decide(finding, Above.ANY), found, apply(None, event), event)
+ROLLOUT_BATCH = "rollout"  # the batch id of the planning runs a rollout records (report.py)
 
 
-async def _reserved(
-    store: Store,
-    rollout: Rollout,
-    catalogue: Catalogue,
-    moved: tuple[Moved, ...],
-    saga_id: str,
-    now: float,
-) -> tuple[Moved, ...]:
-    """What other sagas hold reserved for the subjects ``moved`` names, over the
-    rollout's window (nothing without one). A saga racing this one may not be in the
-    ledger yet: the gate reads the reservations again once this saga is (``Gates``)."""
-    window = rollout.window_for(catalogue)
-    kind = subject_kind(catalogue, window.by) if window is not None else None
-    if window is None or kind is None:
-        return ()
-    since = now - window.seconds
-    return await reserved_by_others(store, moved, kind, since, window.limit, saga_id)
-
-
-def submitted(
+def rollout_run(
     plan: Plan,
-    catalogue: Catalogue,
-    found: Checked,
-    saga_id: str,
-    now: float,
-    trace: dict[str, str],
-) -> Event:
-    """The first event of the saga ``plan`` becomes: its steps, the subjects it names and
-    the value it reserves, as validating it found them."""
-    return Event(
-        type=EventType.SAGA_SUBMITTED,
-        at=now,
-        seq=1,
-        data={
-            "saga_id": saga_id,
-            "catalogue": plan.catalogue,
-            "plan_digest": plan.digest(),
-            # the build of the catalogue it was planned against (for display; what
-            # decides whether a process can run it is ``steps``: ``serving.unserved``)
-            "catalogue_digest": catalogue_digest(catalogue),
-            "provenance_ref": plan.provenance.ref(),
-            "rationale": plan.rationale,
-            **trace,
-            "steps": [
-                {
-                    "name": f.call.name,
-                    "kind": KIND_TEXT[catalogue[f.call.name].kind],
-                    "group": f.group,
-                }
-                for f in found.calls
-            ],
-            **subjects(catalogue, found.calls),
-            **reserves(catalogue, found),
-        },
+    at: float,
+    shadow: bool,
+    code: str,
+    why: str,
+    setting: str,
+    exposure: object,
+) -> PlanningRun:
+    """The record of an agent plan a rollout held back: a shadow planning run, accepted
+    (validated, kept, never run) or rejected (refused; the plan kept for review only)."""
+    prov = plan.provenance
+    by = PlannerInfo(
+        actor_type=prov.actor_type,
+        actor_id=prov.actor_id[:200] or "unknown",
+        model=prov.model,
+        prompt_version=prov.prompt_version,
     )
-
-
-def subjects(catalogue: Catalogue, calls: list[FlatCall]) -> dict[str, dict[str, list[str]]]:
-    """``{"subjects": {argument: [canonical ids]}}``: the entities the plan names, which
-    the ledger indexes (for exposure across sagas); nothing when it names none."""
-    named: dict[str, set[str]] = {}
-    for flat in calls:
-        fields = catalogue[flat.call.name].args_model.model_fields
-        for name, value in flat.call.args.items():
-            identity = identity_of(fields.get(name))
-            if identity is not None and isinstance(value, str):
-                named.setdefault(name, set()).add(identity.canonical(value))
-    if not named:
-        return {}
-    return {"subjects": {name: sorted(values) for name, values in sorted(named.items())}}
-
-
-def reserves(catalogue: Catalogue, found: Checked) -> dict[str, list[dict[str, object]]]:
-    """``{"reserves": [...]}``: the value the plan moves as its steps declare it, from the
-    arguments as parsed (defaults filled in); the ledger reserves it per subject with the
-    saga, in the transaction that creates it. Nothing when it moves nothing."""
-    moved = moved_by(found.calls, catalogue, found.args)
-    return {"reserves": [m.to_json() for m in moved]} if moved else {}
+    errors = () if shadow else (AttemptError(code=code, message=why),)
+    attempt = Attempt(
+        n=1,
+        by=by,
+        plan=plan.model_dump(mode="json"),
+        rationale=plan.rationale,
+        errors=errors,
+        accepted=shadow,
+        at=at,
+    )
+    return PlanningRun(
+        run_id=f"ro_{uuid.uuid4().hex}",
+        mode=PlanningMode.SHADOW,
+        request=PlanRequest(
+            text=plan.rationale[:8000],
+            context={"rollout": setting, "exposure": str(exposure), "code": code},
+            catalogue=plan.catalogue,
+            source_document_id=prov.source_document_id,
+        ),
+        catalogue=plan.catalogue,
+        planner=by,
+        attempts=(attempt,),
+        outcome=PlanningOutcome.ACCEPTED if shadow else PlanningOutcome.REJECTED,
+        plan=plan if shadow else None,
+        batch_id=ROLLOUT_BATCH,
+        created_at=at,
+    )

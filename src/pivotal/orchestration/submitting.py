@@ -8,7 +8,7 @@ import functools
 from collections.abc import Awaitable
 
 from pivotal import saga_ids
-from pivotal.admission import admit
+from pivotal.admission import Given, admit
 from pivotal.clock import synced
 from pivotal.engine import AlreadyCreated, Creation, RunOptions
 from pivotal.errors import InvalidInput, PlanRejected, SagaConflict, StoreError
@@ -16,6 +16,7 @@ from pivotal.lease import Lease
 from pivotal.orchestration.running import Running, _trace
 from pivotal.plan import Plan
 from pivotal.principals import names_someone
+from pivotal.serving import catalogue_digest
 from pivotal.state import Event, EventType, SagaState, apply
 from pivotal.store.base import StoredSaga
 from pivotal.validation import Checked
@@ -128,16 +129,21 @@ class Submitting(Running):
         """The saga ``plan`` becomes, as admission decides (``pivotal.admission``): every
         path that records a new saga comes through here, before anything is written. A
         plan admission holds back is recorded as it says, and its error raised."""
-        admission = await admit(
+        catalogue = self.app.catalogue(plan.catalogue)
+        given = Given(
             plan,
             saga_id,
-            app=self.app,
-            store=self.store,
-            now=self.clock.now(),
-            trace=lambda saga: _trace(self.telemetry.submission_trace(saga)),
+            catalogue,
+            catalogue_digest(catalogue),
+            self.clock.now(),
+            self.app.facts,
+            self.app.rates,
+            self.store,
+            lambda saga: _trace(self.telemetry.submission_trace(saga)),
         )
-        if admission.state is not None and admission.event is not None:
-            return admission.state, admission.event, admission.found
+        admission = await admit(given)
+        if admission.event is not None:
+            return apply(None, admission.event), admission.event, admission.found
         if admission.run is not None:
             await self.store.record_run(admission.run)
         raise admission.refusal()
