@@ -34,7 +34,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pivotal.saga_scope import namespace
+from pivotal.views.saga_scope import namespace
 
 HERE = Path(__file__).resolve().parent
 PIVOTAL = Path(sys.executable).parent / "pivotal"

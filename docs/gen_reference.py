@@ -226,7 +226,7 @@ def http_status(cls: type[Any]) -> int:
 
 
 def errors_page() -> str:
-    from pivotal.plan_errors import ErrorCode
+    from pivotal.declarations.plan_errors import ErrorCode
 
     out = [GENERATED, "# Error codes", ""]
     out.append(
@@ -306,7 +306,7 @@ def metrics_page() -> str:
 
 
 def events_page() -> str:
-    from pivotal.state import EventType
+    from pivotal.sagas.state import EventType
 
     out = [GENERATED, "# Events", ""]
     out.append(

@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from pivotal import Catalogue, Permanent, StepContext
-from pivotal.app import App
-from pivotal.policy import Rollout
+from pivotal.declarations.app import App
+from pivotal.declarations.policy import Rollout
 
 TOKEN = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
 LEAK = f"provider answered 401 to 'Authorization: Bearer {TOKEN}' (trace t-77)"

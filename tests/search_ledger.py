@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from pivotal import Plan, Provenance, SagaStatus
-from pivotal.state import Event, EventType, StepStatus, apply
+from pivotal.sagas.state import Event, EventType, StepStatus, apply
 from pivotal.store import Store
 
 NOW = 1_800_000_000.0

@@ -17,7 +17,7 @@ from common import STEPS, emit, parse, provider, timed
 from pydantic import BaseModel
 
 from pivotal import Catalogue, Orchestrator, Plan, SQLiteStore, StepContext, Store
-from pivotal.policy import ApprovalRequirement
+from pivotal.declarations.policy import ApprovalRequirement
 
 
 class NoArgs(BaseModel):

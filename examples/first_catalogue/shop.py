@@ -12,9 +12,9 @@ from fakeshop import FakeServices
 from pydantic import BaseModel, Field
 
 from pivotal import App, Catalogue, Moves, StepContext, ThresholdPolicy
-from pivotal.identity import MONEY, Email, OrderId
-from pivotal.policy import Window
-from pivotal.rules import Agree, AtMost, FromFact, Required, RequiresEarlier
+from pivotal.declarations.identity import MONEY, Email, OrderId
+from pivotal.declarations.policy import Window
+from pivotal.declarations.rules import Agree, AtMost, FromFact, Required, RequiresEarlier
 
 
 class Payment(BaseModel):

@@ -1,5 +1,15 @@
 """Pivotal: durable sagas for plans proposed by AI agents.
 
+The package is grouped by role, each part using only the parts under it (a test holds it,
+and ``docs/site/explanation/layout.md`` draws it): the surfaces (``cli``, ``client``,
+``server``, ``mcp``, ``adk``), ``operations`` (workers, the relay), ``observability``,
+``views`` (what each audience is shown), ``planning``, ``orchestration`` (the orchestrator
+and a person's acts), ``engine`` (the saga machine), ``admission`` (the one way a plan
+becomes a saga), ``store`` (the ledgers), ``declarations`` (catalogues, identities, declared
+value, rules, policies, plans), ``people`` and ``sagas`` (a saga as the ledger keeps it).
+Modules of the first layout are importable by their old names too (``pivotal.exposure`` is
+``pivotal.declarations.exposure``).
+
 The top level holds what an application author uses: catalogues and their steps, plans and
 their validation, the orchestrator and workers, the ledgers, approval policies, plan rules,
 the saga states and every error. Planning (planners, re-planning, escalations, shadow mode)
@@ -16,11 +26,27 @@ to find them.
 
 from typing import TYPE_CHECKING
 
-from pivotal.app import App, load_app
-from pivotal.catalogue import Catalogue, NothingToUndo, Partial, StepContext, StepKind
-from pivotal.catalogue import Step as Step
+from pivotal import _moved
+from pivotal.admission.validation import ErrorCode, PlanError, validate
 from pivotal.clock import Clock as Clock
 from pivotal.clock import FakeClock, SystemClock
+from pivotal.declarations.app import App, load_app
+from pivotal.declarations.catalogue import Catalogue, NothingToUndo, Partial, StepContext, StepKind
+from pivotal.declarations.catalogue import Step as Step
+from pivotal.declarations.exposure import Moves, Rates
+from pivotal.declarations.plan import ActorType, Plan, Provenance, parse_plan
+from pivotal.declarations.plan import ParallelGroup as ParallelGroup
+from pivotal.declarations.plan import StepCall as StepCall
+from pivotal.declarations.policy import (
+    ApprovalPolicy,
+    ApprovalRequirement,
+    ExposurePolicy,
+    Rollout,
+    ThresholdPolicy,
+)
+from pivotal.declarations.retry import RetryPolicy
+from pivotal.declarations.rules import Agree, AtMost, Check, FromFact, Required, RequiresEarlier
+from pivotal.engine.telemetry import Telemetry
 from pivotal.errors import (
     Abort,
     AppLoadError,
@@ -55,33 +81,20 @@ from pivotal.errors import (
     Transient,
     VersionConflict,
 )
-from pivotal.exposure import Moves, Rates
-from pivotal.orchestrator import Orchestrator
-from pivotal.outbox import Message
-from pivotal.plan import ActorType, Plan, Provenance, parse_plan
-from pivotal.plan import ParallelGroup as ParallelGroup
-from pivotal.plan import StepCall as StepCall
-from pivotal.policy import (
-    ApprovalPolicy,
-    ApprovalRequirement,
-    ExposurePolicy,
-    Rollout,
-    ThresholdPolicy,
-)
-from pivotal.retry import RetryPolicy
-from pivotal.rules import Agree, AtMost, Check, FromFact, Required, RequiresEarlier
-from pivotal.state import ApprovalStatus as ApprovalStatus
-from pivotal.state import Event as Event
-from pivotal.state import EventType, SagaState, SagaStatus, StepStatus, UndoStatus
-from pivotal.state import replay as replay
+from pivotal.operations.worker import Worker, WorkerConfig
+from pivotal.orchestration.orchestrator import Orchestrator
+from pivotal.sagas.outbox import Message
+from pivotal.sagas.state import ApprovalStatus as ApprovalStatus
+from pivotal.sagas.state import Event as Event
+from pivotal.sagas.state import EventType, SagaState, SagaStatus, StepStatus, UndoStatus
+from pivotal.sagas.state import replay as replay
 from pivotal.store import SQLiteStore, Store
 from pivotal.store import open_store as open_store
-from pivotal.telemetry import Telemetry
-from pivotal.validation import ErrorCode, PlanError, validate
-from pivotal.worker import Worker, WorkerConfig
 
 if TYPE_CHECKING:
     from pivotal.store.postgres import PostgresStore
+
+_moved.install()  # the modules of the first layout, under their old names too
 
 __all__ = [
     # catalogues, apps and plans
@@ -177,7 +190,7 @@ def __getattr__(name: str) -> object:
 
         globals()[name] = PostgresStore
         return PostgresStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _moved.attribute(name)  # a module of the first layout, by its old name
 
 
 def __dir__() -> list[str]:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from pivotal.plan_errors import PlanError
+    from pivotal.declarations.plan_errors import PlanError
 
 
 class PivotalError(Exception):

@@ -1,5 +1,5 @@
 """The kinds of step: declared by the catalogue, read by the validator, the engine and the
-approval policies (``pivotal.catalogue`` exports them as its own)."""
+approval policies (``pivotal.declarations.catalogue`` exports them as its own)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Listening on a port, for every listener Pivotal serves (``pivotal.listeners``): a port
+"""Listening on a port, for every listener Pivotal serves (``pivotal.cli.listeners``): a port
 another process holds is one clear error naming the address and the option that picks
 another, never a traceback from deep inside the server."""
 

@@ -86,8 +86,14 @@ def test_the_readers_validate_and_plan_keep_the_example(inproc: InProcess) -> No
         ("hostile_step:value", "'hostile_step:value' is an object of type int, not an App"),
         ("hostile_step:missing", "module 'hostile_step' has no attribute 'missing'"),
         ("os:path", "'os:path' is the module 'posixpath', not an App"),
-        ("pivotal.app:App", "'pivotal.app:App' is the class 'App', not an App or a Catalogue"),
-        ("pivotal.app:load_app", "('pivotal.app:load_app' needs arguments: spec)"),
+        (
+            "pivotal.app:App",
+            "'pivotal.app:App' is the class 'App', not an App or a Catalogue",
+        ),
+        (
+            "pivotal.app:load_app",
+            "('pivotal.app:load_app' needs arguments: spec)",
+        ),
     ],
 )
 def test_an_app_that_cannot_load_is_one_clear_error(

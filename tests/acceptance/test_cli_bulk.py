@@ -12,7 +12,7 @@ from test_cli import checkout
 
 from pivotal.cli import bulk as bulk_cli
 from pivotal.examples.commerce import CommerceServices, Fault
-from pivotal.rerun import rerun_id
+from pivotal.orchestration.rerun import rerun_id
 from pivotal.store.search import FIELDS
 
 SUBMITTED = ["--status", "submitted", "--order", "asc"]

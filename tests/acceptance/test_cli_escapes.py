@@ -36,8 +36,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from pivotal import Catalogue, StepContext
-from pivotal.policy import ApprovalRequirement
-from pivotal.retry import RetryPolicy
+from pivotal.declarations.policy import ApprovalRequirement
+from pivotal.declarations.retry import RetryPolicy
 
 EVIL = {EVIL!r}
 

@@ -9,7 +9,7 @@ from test_cli import checkout, fulfilment, open_checkout, open_fulfilment
 
 from pivotal.cli.ops import EXECUTE_EXIT, EXECUTE_NOT_AT_REST
 from pivotal.examples.commerce import CommerceServices, Fault
-from pivotal.state import SagaStatus
+from pivotal.sagas.state import SagaStatus
 
 
 def test_the_documented_statuses() -> None:

@@ -155,7 +155,7 @@ def global_variants(files: Files, ledger: str) -> list[list[str]]:
         "hostile_step:value",
         "hostile_step:missing",
         "os:path",
-        "pivotal.app:App",
+        "pivotal.declarations.app:App",
         "not-a-spec",
         HUGE,
     ]

@@ -11,7 +11,7 @@ from test_cli import checkout, fulfilment
 from typer.testing import Result
 
 from pivotal.examples.commerce import CommerceServices, Fault
-from pivotal.rerun import rerun_id
+from pivotal.orchestration.rerun import rerun_id
 
 
 def failed(done: Result, code: str) -> None:

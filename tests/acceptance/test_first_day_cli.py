@@ -13,7 +13,7 @@ from cli_harness import InProcess
 from test_cli import fulfilment
 
 from pivotal.cli import _shared
-from pivotal.webhooks import new_secret
+from pivotal.operations.webhooks import new_secret
 
 TEXT = "ship from the closer warehouse, I expect something for the delay"
 

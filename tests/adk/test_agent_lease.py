@@ -19,9 +19,9 @@ from pivotal.adk import Decide, StageError
 from pivotal.adk.stages import DECIDE_TIMEOUT
 from pivotal.examples.commerce import CommerceApp, CommerceServices, Fault, Faults
 from pivotal.hooks import Point
-from pivotal.state import SagaStatus
+from pivotal.operations.worker import Worker, WorkerConfig
+from pivotal.sagas.state import SagaStatus
 from pivotal.store import Store
-from pivotal.worker import Worker, WorkerConfig
 
 
 async def drain(orchestrator: Orchestrator) -> None:

@@ -17,10 +17,10 @@ from pivotal import EventType, FakeClock, Orchestrator
 from pivotal.adk import Act, Decide, Parallel, SagaAgent, ScriptedLlm, StageError
 from pivotal.examples.commerce import CommerceApp, CommerceServices, Fault
 from pivotal.hooks import Point
-from pivotal.state import SagaStatus, StepStatus, UndoStatus
+from pivotal.operations.worker import Worker, WorkerConfig
+from pivotal.sagas.state import SagaStatus, StepStatus, UndoStatus
 from pivotal.store import Store
 from pivotal.testing import CrashAt, CrashSite, SimulatedCrash
-from pivotal.worker import Worker, WorkerConfig
 
 # ParallelAgent is deprecated in google-adk 2.x (in favour of Workflow); it is the form the
 # pattern's readers write, so it is accepted, and its construction warns

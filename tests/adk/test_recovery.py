@@ -11,13 +11,13 @@ from google.adk.agents import LlmAgent
 
 from pivotal import FakeClock, Orchestrator
 from pivotal.adk import Act, Decide, SagaAgent, ScriptedLlm
-from pivotal.agent_view import WAITING
 from pivotal.examples.commerce import CommerceApp, CommerceServices
 from pivotal.hooks import Point
-from pivotal.state import SagaStatus
+from pivotal.operations.worker import Worker, WorkerConfig
+from pivotal.sagas.state import SagaStatus
 from pivotal.store import Store
 from pivotal.testing import CrashAt, CrashSite, SimulatedCrash
-from pivotal.worker import Worker, WorkerConfig
+from pivotal.views.agent_view import WAITING
 
 BIG_ORDER = {  # order 4471 is 180.00: over the threshold, its capture needs approval
     "order_id": "4471",

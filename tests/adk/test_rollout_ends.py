@@ -12,9 +12,9 @@ from google.adk.agents import LlmAgent
 
 from pivotal import Orchestrator
 from pivotal.adk import Decide, ScriptedLlm
+from pivotal.declarations.policy import Rollout
 from pivotal.examples.commerce import CommerceApp, CommerceServices
 from pivotal.planning import PlanningOutcome, PlanRequest, ScriptedPlanner, plan_and_submit
-from pivotal.policy import Rollout
 from pivotal.store import Store
 from pivotal.store.planning_records import PlanningMode
 

@@ -17,13 +17,13 @@ from adk_story import ORDER, Session, check_stage, comp_records, plan_stage
 
 from pivotal import FakeClock, Orchestrator
 from pivotal.adk import Act, Decide, SagaAgent
+from pivotal.declarations.plan import Plan, Provenance
 from pivotal.errors import StoreError, VersionConflict
 from pivotal.examples.commerce import CommerceApp, CommerceServices
-from pivotal.plan import Plan, Provenance
-from pivotal.state import Event, EventType, SagaState, SagaStatus
+from pivotal.operations.worker import Worker, WorkerConfig
+from pivotal.sagas.state import Event, EventType, SagaState, SagaStatus
 from pivotal.store import Store
 from pivotal.testing import FlakyStore, SimulatedCrash
-from pivotal.worker import Worker, WorkerConfig
 
 VETO = "the order check said 'invalid'"
 REASON = f"aborted by adk:check: {VETO}"

@@ -10,7 +10,7 @@ import pytest
 
 from pivotal import FakeClock
 from pivotal.examples.commerce import CommerceApp
-from pivotal.principals import Role, hash_token
+from pivotal.people.principals import Role, hash_token
 from pivotal.server import create_app
 from pivotal.store import Store
 

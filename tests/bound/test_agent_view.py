@@ -1,4 +1,4 @@
-"""An agent reading its own saga over HTTP sees what MCP shows it (``pivotal.agent_view``),
+"""An agent reading its own saga over HTTP sees what MCP shows it (``pivotal.views.agent_view``),
 with no word of why a person must decide, no undo and no provider's reply."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from harmful import fulfilment
 
 from agent_world import rollout, told
 from pivotal import Orchestrator
-from pivotal.agent_view import WAITING, SagaView
 from pivotal.examples.commerce import CommerceApp
 from pivotal.planning import PlanRequest, ScriptedPlanner, plan_and_submit
-from pivotal.saga_scope import scoped, view
 from pivotal.store import Store
+from pivotal.views.agent_view import WAITING, SagaView
+from pivotal.views.saga_scope import scoped, view
 
 MINE, UNDONE = scoped("agent-7", "mine"), scoped("agent-7", "undone")  # as stored
 

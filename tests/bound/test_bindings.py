@@ -11,10 +11,10 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from pivotal import App, Catalogue, CatalogueError, StepContext, parse_plan, validate
-from pivotal.catalogue import UnboundArgument
+from pivotal.declarations.catalogue import UnboundArgument
+from pivotal.declarations.identity import MONEY, ArgKind, Email, OrderId, Sku
+from pivotal.declarations.rules import Agree, AtMost, Free, FromFact, FromFactRows
 from pivotal.examples.commerce import CommerceApp
-from pivotal.identity import MONEY, ArgKind, Email, OrderId, Sku
-from pivotal.rules import Agree, AtMost, Free, FromFact, FromFactRows
 
 
 class Line(BaseModel):

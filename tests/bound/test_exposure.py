@@ -21,10 +21,10 @@ from pivotal import (
     StepContext,
     parse_plan,
 )
+from pivotal.declarations.exposure import Moves
+from pivotal.declarations.identity import MONEY, OrderId
+from pivotal.declarations.policy import DAY, Window
 from pivotal.examples.commerce import CommerceServices
-from pivotal.exposure import Moves
-from pivotal.identity import MONEY, OrderId
-from pivotal.policy import DAY, Window
 from pivotal.store import Store
 
 

@@ -19,8 +19,8 @@ from mcp import Client
 from pivotal import Orchestrator, SQLiteStore
 from pivotal.examples.commerce import CommerceServices
 from pivotal.planning import PlanningOutcome, PlanRequest, ScriptedPlanner, plan_and_submit
-from pivotal.saga_scope import scoped
 from pivotal.store import Store
+from pivotal.views.saga_scope import scoped
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"
 IDS = [h.name for h in HARMS]

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
 from pivotal import Catalogue, StepContext, parse_plan, validate
-from pivotal.identity import MONEY, Identity, OrderId, canonical_text, comparable
-from pivotal.rules import Agree, FromFact
-from pivotal.validation import check_rules
+from pivotal.admission.validation import check_rules
+from pivotal.declarations.identity import MONEY, Identity, OrderId, canonical_text, comparable
+from pivotal.declarations.rules import Agree, FromFact
 
 KNOWN = "A-4471"  # the one order the trusted system knows: it totals 10
 

@@ -23,10 +23,10 @@ from pivotal import (
     StepContext,
     parse_plan,
 )
+from pivotal.declarations.exposure import Moves
+from pivotal.declarations.identity import MONEY, Currency, CustomerId
 from pivotal.errors import SubjectRequired
 from pivotal.examples.commerce import CommerceServices
-from pivotal.exposure import Moves
-from pivotal.identity import MONEY, Currency, CustomerId
 from pivotal.planning import PlanningOutcome, PlanRequest, ScriptedPlanner, plan_and_submit
 from pivotal.store import Store
 from pivotal.store.planning_records import PlanningMode

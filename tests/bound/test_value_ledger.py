@@ -26,12 +26,12 @@ from pivotal import (
     StepContext,
     parse_plan,
 )
+from pivotal.declarations.exposure import Moves
+from pivotal.declarations.identity import MONEY, Currency, CustomerId, OrderId
+from pivotal.declarations.plan import ActorType, Plan
+from pivotal.declarations.policy import ThresholdPolicy, Window
 from pivotal.errors import RolloutShadowed
 from pivotal.examples.commerce import CommerceServices
-from pivotal.exposure import Moves
-from pivotal.identity import MONEY, Currency, CustomerId, OrderId
-from pivotal.plan import ActorType, Plan
-from pivotal.policy import ThresholdPolicy, Window
 from pivotal.store import Store
 
 

@@ -21,12 +21,18 @@ from pivotal import (
     StepContext,
     parse_plan,
 )
+from pivotal.declarations.exposure import Moves
+from pivotal.declarations.identity import (
+    MONEY,
+    NEGATIVE_MONEY,
+    SIGNED_MONEY,
+    CustomerId,
+    canonical_text,
+)
+from pivotal.declarations.plan import Plan
+from pivotal.declarations.policy import Window
 from pivotal.errors import InvalidInput, PlanParseError
-from pivotal.exposure import Moves
-from pivotal.identity import MONEY, NEGATIVE_MONEY, SIGNED_MONEY, CustomerId, canonical_text
-from pivotal.plan import Plan
-from pivotal.policy import Window
-from pivotal.principals import MAX_PERSON, _canonical, canonical_person
+from pivotal.people.principals import MAX_PERSON, _canonical, canonical_person
 from pivotal.store import Store
 
 

@@ -28,9 +28,9 @@ from typing import Any, TypeVar
 import pytest
 
 from pivotal import SQLiteStore
-from pivotal.app import App
-from pivotal.catalogue import Catalogue
 from pivotal.clock import Clock
+from pivotal.declarations.app import App
+from pivotal.declarations.catalogue import Catalogue
 from pivotal.examples.commerce import services as commerce_services
 
 CHROMIUM = Path("/usr/bin/chromium")

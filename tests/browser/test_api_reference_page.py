@@ -13,7 +13,7 @@ from browser_kit import NOW, in_thread, serving, sync_api
 from pivotal import SQLiteStore
 from pivotal.clock import FakeClock
 from pivotal.examples.commerce import create_app
-from pivotal.principals import Role, hash_token
+from pivotal.people.principals import Role, hash_token
 
 TOKEN = "pvt_browser_reader"
 BOUND = 30_000  # ms: a safety net against a hang while the bundle loads, never measured

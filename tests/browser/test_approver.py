@@ -19,7 +19,7 @@ from commerce_plans import approval_plan
 from pivotal import Orchestrator, SagaStatus, SQLiteStore, parse_plan
 from pivotal.clock import FakeClock
 from pivotal.examples.commerce import create_app
-from pivotal.principals import Role, hash_token
+from pivotal.people.principals import Role, hash_token
 
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 TOKEN = "pvt_browser_ann"

@@ -37,12 +37,12 @@ from pivotal import (
     StepContext,
     parse_plan,
 )
-from pivotal.app import App
 from pivotal.clock import Clock, FakeClock
+from pivotal.declarations.app import App
 from pivotal.examples.commerce import Fault, create_app
 from pivotal.hooks import Point
-from pivotal.principals import Role, hash_token
-from pivotal.rerun import rerun_id
+from pivotal.orchestration.rerun import rerun_id
+from pivotal.people.principals import Role, hash_token
 from pivotal.testing.crash import CrashAt, CrashSite, SimulatedCrash
 from search_ledger import make
 

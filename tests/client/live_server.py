@@ -25,7 +25,7 @@ from pivotal import Orchestrator, SagaState, SQLiteStore
 from pivotal.cli import cli
 from pivotal.client import AsyncClient, Client
 from pivotal.examples.commerce import create_app
-from pivotal.saga_scope import namespace
+from pivotal.views.saga_scope import namespace
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"
 ROLES = {"bot": "agent", "alice": "approver", "olga": "operator", "vera": "viewer"}

@@ -16,7 +16,7 @@ from live_server import Connect, Served, checkout, done
 from commerce_plans import approval_plan
 from pivotal import SagaStatus
 from pivotal.client import ApiError, AsyncClient, Client, RateLimited
-from pivotal.saga_ids import new
+from pivotal.sagas.saga_ids import new
 from pivotal.server import views
 from pivotal.server.errors import Unauthorized
 

@@ -24,14 +24,14 @@ from pivotal import (
     SagaStatus,
     VersionConflict,
 )
-from pivotal.agent_view import SagaView as AgentSagaView
+from pivotal.admission.validation import ErrorCode
 from pivotal.client import ApiError, AsyncClient, Client
-from pivotal.rerun import SagaNotRerunnable
-from pivotal.saga_actions import SagaNotAbortable
-from pivotal.saga_ids import new
+from pivotal.orchestration.rerun import SagaNotRerunnable
+from pivotal.sagas.saga_ids import new
 from pivotal.server import views
 from pivotal.server.errors import Forbidden, Unauthorized
-from pivotal.validation import ErrorCode
+from pivotal.views.agent_view import SagaView as AgentSagaView
+from pivotal.views.saga_actions import SagaNotAbortable
 
 ROOT = Path(__file__).parents[2]
 

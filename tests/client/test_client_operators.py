@@ -15,7 +15,7 @@ from live_server import Connect, Served, checkout, done
 from pivotal import SagaNotParked, SagaStatus, SQLiteStore
 from pivotal.engine.resuming import ResumeFromRefused
 from pivotal.examples.commerce import CommerceApp, Fault, create_app
-from pivotal.fork import SagaNotForkable
+from pivotal.orchestration.fork import SagaNotForkable
 from pivotal.planning import (
     PlanningMode,
     PlanningOutcome,
@@ -23,7 +23,7 @@ from pivotal.planning import (
     ScriptedPlanner,
     propose_plan,
 )
-from pivotal.saga_ids import new
+from pivotal.sagas.saga_ids import new
 from pivotal.server import views
 from pivotal.server.api_errors import DeadLetterNotFound
 from pivotal.server.errors import Forbidden

@@ -4,8 +4,8 @@ bodies on every backend, over sagas run for real."""
 from __future__ import annotations
 
 from pivotal import FakeClock, Orchestrator, SagaStatus
+from pivotal.declarations.policy import DAY
 from pivotal.examples.commerce import Fault, Faults
-from pivotal.policy import DAY
 from pivotal.store import Store
 from pivotal.store.primitives import SQLPrimitives, Stmt
 

@@ -14,8 +14,8 @@ import pytest
 from pydantic import BaseModel
 
 from pivotal import Catalogue, FakeClock, Orchestrator, SagaStatus, SQLiteStore, StepContext
-from pivotal.outbox import Message
-from pivotal.plan import parse_plan
+from pivotal.declarations.plan import parse_plan
+from pivotal.sagas.outbox import Message
 from pivotal.store import Store
 from pivotal.store.postgres import PostgresStore
 

@@ -16,7 +16,7 @@ from contract_orders import open_order
 
 from pivotal import FakeClock, LeaseLost, Orchestrator, Plan, StoreError
 from pivotal.examples.commerce import CommerceApp
-from pivotal.state import Event, EventType, SagaState, apply
+from pivotal.sagas.state import Event, EventType, SagaState, apply
 from pivotal.store.postgres import PostgresStore
 
 NOW = 1_800_000_000.0

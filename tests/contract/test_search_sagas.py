@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from pivotal import SagaStatus
-from pivotal.report import parse_moment
 from pivotal.store import Store, search
 from pivotal.store.search import MAX_TEXT, InvalidCursor, InvalidFilter, SagaFilter
+from pivotal.views.report import parse_moment
 from search_ledger import DAY, NOW, make, six
 
 

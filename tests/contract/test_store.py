@@ -10,10 +10,10 @@ import pytest
 from contract_orders import open_order
 
 from pivotal import FakeClock, LeaseLost, Orchestrator, Plan, Provenance, SagaStatus, StoreError
-from pivotal.catalogue import undo_key
+from pivotal.declarations.catalogue import undo_key
 from pivotal.errors import VersionConflict
 from pivotal.examples.commerce import CommerceApp
-from pivotal.state import Event, EventType, SagaState, apply
+from pivotal.sagas.state import Event, EventType, SagaState, apply
 from pivotal.store import Store
 
 NOW = 1_800_000_000.0

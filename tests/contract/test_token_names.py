@@ -10,7 +10,7 @@ import pytest
 
 from pivotal import SQLiteStore
 from pivotal.errors import NameTaken
-from pivotal.principals import hash_token
+from pivotal.people.principals import hash_token
 from pivotal.store import Store
 from pivotal.store.postgres import PostgresStore
 

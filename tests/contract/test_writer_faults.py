@@ -42,7 +42,7 @@ from pivotal import (
     StoreError,
     parse_plan,
 )
-from pivotal.state import Event, EventType, SagaState, apply
+from pivotal.sagas.state import Event, EventType, SagaState, apply
 from pivotal.store import Store
 from pivotal.store import postgres as pg
 from pivotal.store import queries as q

@@ -26,9 +26,9 @@ from typer.testing import CliRunner
 
 from manual import PAGES, README, ROOT, pages
 from pivotal.cli import cli
+from pivotal.declarations.plan_errors import ErrorCode
 from pivotal.observability.metrics import PivotalMetrics
-from pivotal.plan_errors import ErrorCode
-from pivotal.state import EventType
+from pivotal.sagas.state import EventType
 
 DOCS = ROOT / "docs"
 SOURCE = Path(__import__("pivotal").__file__).parent

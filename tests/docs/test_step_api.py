@@ -22,7 +22,7 @@ from pivotal import (
     parse_plan,
     validate,
 )
-from pivotal.catalogue import Compensable
+from pivotal.declarations.catalogue import Compensable
 from pivotal.examples.commerce import CommerceServices, checkout_catalogue, fulfilment_catalogue
 
 ROOT = Path(__file__).parents[2]

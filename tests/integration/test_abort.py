@@ -23,7 +23,7 @@ from pivotal.engine import RunOptions
 from pivotal.errors import InvalidInput
 from pivotal.examples.commerce import CommerceServices
 from pivotal.hooks import Point
-from pivotal.state import EventType, SagaStatus
+from pivotal.sagas.state import EventType, SagaStatus
 
 Checker = Callable[[str], Awaitable[SagaState]]
 

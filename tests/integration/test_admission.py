@@ -23,7 +23,7 @@ from pivotal import (
     SQLiteStore,
     StepContext,
 )
-from pivotal.plan import Plan
+from pivotal.declarations.plan import Plan
 
 
 class Item(BaseModel):

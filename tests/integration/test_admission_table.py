@@ -32,11 +32,11 @@ from pivotal.admission import (
     admit,
     decide,
 )
+from pivotal.declarations.exposure import Moves
+from pivotal.declarations.identity import MONEY, CustomerId
+from pivotal.declarations.plan import ActorType, Plan
+from pivotal.declarations.policy import Window
 from pivotal.errors import RolloutRefused, RolloutShadowed
-from pivotal.exposure import Moves
-from pivotal.identity import MONEY, CustomerId
-from pivotal.plan import ActorType, Plan
-from pivotal.policy import Window
 from pivotal.store import Store
 from pivotal.store.planning_records import PlanningMode
 
@@ -82,7 +82,16 @@ async def _admit(
     app = App([catalogue])
     trace: Callable[[str], dict[str, str]] = lambda saga: {}  # noqa: E731
     given = Given(
-        plan, saga_id, catalogue, "build", clock.now(), app.facts, app.rates, store, trace
+        plan,
+        plan.digest(),
+        saga_id,
+        catalogue,
+        "build",
+        clock.now(),
+        app.facts,
+        app.rates,
+        store,
+        trace,
     )
     return await admit(given)
 

@@ -18,14 +18,14 @@ from pivotal import (
     StepContext,
     parse_plan,
 )
-from pivotal.catalogue import Announcement
+from pivotal.declarations.catalogue import Announcement
+from pivotal.declarations.plan import Plan
 from pivotal.hooks import Point
-from pivotal.outbox import Message
-from pivotal.plan import Plan
-from pivotal.state import StepStatus
+from pivotal.operations.worker import Sweeper
+from pivotal.sagas.outbox import Message
+from pivotal.sagas.state import StepStatus
 from pivotal.store import Store
 from pivotal.testing import CrashAt, CrashSite, SimulatedCrash
-from pivotal.worker import Sweeper
 
 TTL = 30.0
 

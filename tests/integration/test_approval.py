@@ -13,7 +13,7 @@ from pivotal import (
     StepStatus,
     UndoStatus,
 )
-from pivotal.policy import DAY
+from pivotal.declarations.policy import DAY
 
 RATIONALE = "customer asked for express delivery of the lamp"
 

@@ -25,10 +25,10 @@ from pivotal import (
     StepContext,
     parse_plan,
 )
-from pivotal.principals import Role, hash_token
-from pivotal.rules import Check
+from pivotal.admission.validation import on_facts_thread, validate_bounded
+from pivotal.declarations.rules import Check
+from pivotal.people.principals import Role, hash_token
 from pivotal.server import create_app
-from pivotal.validation import on_facts_thread, validate_bounded
 
 LIMIT = 0.2  # seconds the catalogue allows a call of the app's code; what hangs waits that
 

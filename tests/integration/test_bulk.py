@@ -1,5 +1,5 @@
-"""Acting on many sagas at once (``pivotal.bulk``): each act's outcome for each kind of saga
-as a table, the bound on how many one act selects, and an act interrupted in the middle
+"""Acting on many sagas at once (``pivotal.operations.bulk``): each act's outcome for each kind of
+saga as a table, the bound on how many one act selects, and an act interrupted in the middle
 that a second call finishes without doing anything twice."""
 
 from __future__ import annotations
@@ -11,15 +11,25 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from pivotal import Orchestrator, Plan, SagaStatus, render
-from pivotal.bulk import MAX_SAGAS, Act, Outcome, Result, TooManySagas, act, counts, select
+from pivotal import Orchestrator, Plan, SagaStatus
 from pivotal.clock import FakeClock
 from pivotal.errors import InvalidInput, VersionConflict
 from pivotal.examples.commerce import CommerceApp, CommerceServices, Fault
-from pivotal.rerun import rerun_id
-from pivotal.state import Event, EventType
+from pivotal.operations.bulk import (
+    MAX_SAGAS,
+    Act,
+    Outcome,
+    Result,
+    TooManySagas,
+    act,
+    counts,
+    select,
+)
+from pivotal.orchestration.rerun import rerun_id
+from pivotal.sagas.state import Event, EventType
 from pivotal.store import Store
 from pivotal.store.search import SagaFilter
+from pivotal.views import render
 
 PlanBuilder = Callable[..., Plan]
 Setup = Callable[[Orchestrator, CommerceServices, PlanBuilder], Awaitable[str]]

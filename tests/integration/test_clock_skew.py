@@ -13,8 +13,8 @@ from pydantic import BaseModel
 
 from pivotal import Catalogue, LeaseLost, Orchestrator, SagaStatus, StepContext, parse_plan
 from pivotal.clock import LedgerClock, SystemClock
+from pivotal.operations.worker import Sweeper
 from pivotal.store import Store
-from pivotal.worker import Sweeper
 
 LEASE = 30.0
 

@@ -27,14 +27,14 @@ from pivotal import (
     parse_plan,
 )
 from pivotal.clock import FakeClock
+from pivotal.declarations.plan import Plan
+from pivotal.declarations.policy import ApprovalRequirement
 from pivotal.engine import RunOptions
 from pivotal.errors import LeaseLost, StoreError
 from pivotal.hooks import Point
-from pivotal.plan import Plan
-from pivotal.policy import ApprovalRequirement
-from pivotal.state import ApprovalStatus, StepStatus
+from pivotal.operations.worker import Sweeper
+from pivotal.sagas.state import ApprovalStatus, StepStatus
 from pivotal.testing import CrashAt, CrashSite, SimulatedCrash
-from pivotal.worker import Sweeper
 
 TTL = 30.0
 

@@ -26,8 +26,8 @@ from pivotal import (
     UndoStatus,
     parse_plan,
 )
+from pivotal.declarations.plan import Plan
 from pivotal.hooks import Point
-from pivotal.plan import Plan
 from pivotal.store import Store
 
 ONCE = RetryPolicy(max_attempts=1)

@@ -27,14 +27,14 @@ from pivotal import (
     parse_plan,
     validate,
 )
+from pivotal.declarations.plan import Plan
+from pivotal.declarations.policy import ApprovalRequirement
 from pivotal.errors import Permanent, VersionConflict
 from pivotal.hooks import Point
-from pivotal.plan import Plan
-from pivotal.policy import ApprovalRequirement
-from pivotal.state import SagaState
+from pivotal.operations.worker import Sweeper, Worker, WorkerConfig
+from pivotal.sagas.state import SagaState
 from pivotal.store import Store
 from pivotal.testing import CrashAt, CrashSite, SimulatedCrash
-from pivotal.worker import Sweeper, Worker, WorkerConfig
 
 QUICK = RetryPolicy(max_attempts=3, base_delay=0.01)
 

@@ -22,9 +22,9 @@ from pivotal import (
     Transient,
     parse_plan,
 )
+from pivotal.operations.worker import Worker, WorkerConfig
 from pivotal.store import Store
 from pivotal.tracebacks import last_frame
-from pivotal.worker import Worker, WorkerConfig
 
 SECRET_URL = "https://ops:hunter2@payments.example/v1/charge?token=tok-123"
 FAILURES = (

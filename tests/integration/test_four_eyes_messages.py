@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from pivotal import ApprovalError, FourEyesError, SagaStatus, four_eyes
-from pivotal.policy import ThresholdPolicy
+from pivotal import ApprovalError, FourEyesError, SagaStatus
+from pivotal.declarations.policy import ThresholdPolicy
+from pivotal.orchestration import four_eyes
 
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 

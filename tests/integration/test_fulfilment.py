@@ -17,8 +17,8 @@ from pivotal import (
     UndoStatus,
     parse_plan,
 )
+from pivotal.declarations.rules import Required, RequiresEarlier
 from pivotal.examples.commerce import CommerceApp, Fault
-from pivotal.rules import Required, RequiresEarlier
 
 
 async def test_completes_below_the_approval_threshold(

@@ -24,13 +24,13 @@ from pivotal import (
     UndoStatus,
     parse_plan,
 )
-from pivotal.exposure import Moves
-from pivotal.holds import cover, lapsed_since
+from pivotal.declarations.exposure import Moves
+from pivotal.declarations.holds import cover, lapsed_since
+from pivotal.declarations.identity import MONEY, OrderId
+from pivotal.declarations.policy import ThresholdPolicy
 from pivotal.hooks import Point
-from pivotal.identity import MONEY, OrderId
 from pivotal.observability.metrics import PivotalMetrics
-from pivotal.policy import ThresholdPolicy
-from pivotal.state import StepRecord, replay
+from pivotal.sagas.state import StepRecord, replay
 from pivotal.testing import CrashAt, CrashSite, SimulatedCrash
 
 LAPSE = 900.0  # the reservation lapses 15 minutes after it is made
@@ -295,7 +295,7 @@ def test_an_in_doubt_hold_lapses_only_after_its_last_attempt_could_land(provider
 
 
 def test_the_cover_counts_from_the_first_attempt(provider) -> None:
-    from pivotal.state import SagaState
+    from pivotal.sagas.state import SagaState
 
     cat = holds_catalogue(provider)
     state = SagaState(
@@ -375,7 +375,7 @@ async def test_the_fulfilment_example_defers_a_stale_order_to_its_lapsing_holds(
 async def test_sagas_show_says_the_hold_lapsed(make_orchestrator, store, clock, provider) -> None:
     from rich.console import Console
 
-    from pivotal.render import saga_view
+    from pivotal.views.render import saga_view
 
     orchestrator = make_orchestrator(holds_catalogue(provider))
     state = await orchestrator.execute(plan("reserve", "slow", "capture"), saga_id="shown")

@@ -25,10 +25,10 @@ from pivotal import (
     Transient,
     parse_plan,
 )
+from pivotal.declarations.plan import Plan
 from pivotal.engine import RunOptions
-from pivotal.plan import Plan
+from pivotal.operations.worker import Sweeper, Worker, WorkerConfig
 from pivotal.store import Store
-from pivotal.worker import Sweeper, Worker, WorkerConfig
 
 ONCE = RetryPolicy(max_attempts=1)
 QUICK = RetryPolicy(max_attempts=3, base_delay=0.01)

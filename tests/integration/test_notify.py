@@ -10,8 +10,8 @@ import pytest
 
 from pivotal import FakeClock, Orchestrator, Plan, SagaStatus
 from pivotal.examples.commerce import CommerceApp
+from pivotal.operations.worker import Worker, WorkerConfig
 from pivotal.store.postgres import PostgresStore
-from pivotal.worker import Worker, WorkerConfig
 
 # Longer than the test may ever run: once idle, only a notification can wake the worker.
 POLL = 3600.0

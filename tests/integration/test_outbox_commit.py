@@ -23,7 +23,7 @@ from pivotal import (
     replay,
 )
 from pivotal.examples.commerce import Fault
-from pivotal.outbox import check_message
+from pivotal.sagas.outbox import check_message
 from pivotal.store import Store
 from pivotal.testing import CommitFault, StoreFault, flaky_ledger
 

@@ -22,8 +22,8 @@ from pivotal import (
 )
 from pivotal.examples.commerce import Fault
 from pivotal.observability.metrics import PivotalMetrics
-from pivotal.render import saga_view, steps_table
-from pivotal.state import replay
+from pivotal.sagas.state import replay
+from pivotal.views.render import saga_view, steps_table
 
 
 async def test_a_release_after_units_were_resold_is_partial_and_the_saga_compensated(
@@ -174,7 +174,7 @@ async def test_the_review_report_counts_and_lists_the_partial_undos(
     orchestrator, store, services, faults, checkout_plan, clock
 ) -> None:
     from pivotal.cli.report import render
-    from pivotal.report import Period, build_report
+    from pivotal.views.report import Period, build_report
 
     faults.always("ship", Fault.PERMANENT)
     services.resell("o-1", "sku-1", 1)

@@ -16,8 +16,8 @@ import pytest
 from pydantic import BaseModel
 
 from pivotal import Catalogue, Orchestrator, Permanent, SagaStatus, StepContext, parse_plan
+from pivotal.operations.worker import Worker, WorkerConfig
 from pivotal.store.postgres import PostgresStore
-from pivotal.worker import Worker, WorkerConfig
 
 LEASE = 2.0
 

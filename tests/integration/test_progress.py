@@ -22,9 +22,9 @@ from pivotal import (
     StoreError,
     parse_plan,
 )
-from pivotal.lease import LeaseKeeper
-from pivotal.progress import EVERY, check, describe
-from pivotal.state import StepStatus
+from pivotal.sagas.lease import LeaseKeeper
+from pivotal.sagas.progress import EVERY, check, describe
+from pivotal.sagas.state import StepStatus
 
 BOUND = 30.0  # a safety net against a hang, never what a test measures
 TTL = 10.0

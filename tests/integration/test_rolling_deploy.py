@@ -29,9 +29,9 @@ from pivotal import (
 )
 from pivotal.cli import cli as pivotal_cli
 from pivotal.observability.metrics import PivotalMetrics
+from pivotal.operations.worker import Worker, WorkerConfig
 from pivotal.store import Store
 from pivotal.testing.ledger import FlakyStore
-from pivotal.worker import Worker, WorkerConfig
 
 BOUND = 30.0  # a safety net against a hang, never what a test measures
 ROUNDS = 300  # looks for work by the old worker while it is alone with the sagas

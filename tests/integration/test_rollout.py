@@ -11,11 +11,11 @@ from rich.console import Console
 
 from pivotal import SagaStatus
 from pivotal.cli.report import render
+from pivotal.declarations.plan import ActorType, Plan, Provenance
+from pivotal.declarations.policy import Rollout
 from pivotal.errors import PlanRejected, RolloutRefused, RolloutShadowed
-from pivotal.plan import ActorType, Plan, Provenance
-from pivotal.policy import Rollout
-from pivotal.report import Period, build_report
 from pivotal.store.planning_records import PlanningMode, PlanningOutcome
+from pivotal.views.report import Period, build_report
 
 
 def by(plan: Plan, actor: ActorType) -> Plan:

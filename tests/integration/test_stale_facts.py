@@ -28,12 +28,12 @@ from pivotal import (
     StepStatus,
     parse_plan,
 )
+from pivotal.declarations.exposure import Moves
+from pivotal.declarations.identity import MONEY, OrderId
+from pivotal.declarations.plan import Plan
+from pivotal.declarations.policy import ThresholdPolicy
+from pivotal.declarations.rules import FromFact
 from pivotal.examples.commerce.services import CommerceServices
-from pivotal.exposure import Moves
-from pivotal.identity import MONEY, OrderId
-from pivotal.plan import Plan
-from pivotal.policy import ThresholdPolicy
-from pivotal.rules import FromFact
 from pivotal.store import Store
 
 

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from pivotal import ApprovalStatus, EventType, InvalidInput, SagaStatus
+from pivotal.declarations.policy import DAY
 from pivotal.examples.commerce import Fault
-from pivotal.policy import DAY
-from pivotal.worker import Sweeper, Worker, WorkerConfig
+from pivotal.operations.worker import Sweeper, Worker, WorkerConfig
 
 
 async def lease(store: Any, saga_id: str) -> tuple[str | None, int]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from pivotal import ApprovalError, ApprovalStatus, EventType, SagaStatus, StepStatus
-from pivotal.policy import ThresholdPolicy
-from pivotal.worker import Worker, WorkerConfig
+from pivotal.declarations.policy import ThresholdPolicy
+from pivotal.operations.worker import Worker, WorkerConfig
 
 FAST = WorkerConfig(poll_interval=0.01)
 

@@ -24,7 +24,7 @@ from pivotal import (
     parse_plan,
 )
 from pivotal.examples.commerce import Fault
-from pivotal.worker import Worker, WorkerConfig
+from pivotal.operations.worker import Worker, WorkerConfig
 
 FAST = WorkerConfig(poll_interval=0.01)
 # Polls and sweeps so rare that they never happen again during a test: only what the test

@@ -23,8 +23,14 @@ from pivotal import (
     StepStatus,
     parse_plan,
 )
+from pivotal.operations.worker import (
+    Worker,
+    WorkerConfig,
+    WorkerNameTaken,
+    default_name,
+    pivotal_version,
+)
 from pivotal.store import Store
-from pivotal.worker import Worker, WorkerConfig, WorkerNameTaken, default_name, pivotal_version
 
 IDLE = WorkerConfig(poll_interval=3600.0, sweep_interval=3600.0, lease_ttl=30.0)
 FAST = WorkerConfig(poll_interval=0.01)

@@ -26,8 +26,8 @@ from agent_world import (
 from mcp import Client
 from pivotal import Orchestrator
 from pivotal.examples.commerce import CommerceApp
-from pivotal.principals import hash_token
-from pivotal.saga_scope import scoped
+from pivotal.people.principals import hash_token
+from pivotal.views.saga_scope import scoped
 
 
 def text_of(result: CallToolResult) -> str:

@@ -1,12 +1,12 @@
 """MCP's ``list_catalogues`` is made from the one catalogue description the HTTP API's
-``GET /v1/catalogues`` lists (``pivotal.catalogue_view``), and its answer is what it was."""
+``GET /v1/catalogues`` lists (``pivotal.views.catalogue_view``), and its answer is what it was."""
 
 from __future__ import annotations
 
 from mcp_support import Call, data
 
 from pivotal import Orchestrator
-from pivotal.catalogue_view import describe_catalogue
+from pivotal.views.catalogue_view import describe_catalogue
 
 NEXT = "Call describe_catalogue with one of these names before writing a plan."
 

@@ -23,8 +23,8 @@ from mcp_types import CallToolResult
 from mcp import Client
 from pivotal import Orchestrator
 from pivotal.mcp import PATH, TOOL_NAMES
-from pivotal.principals import hash_token
-from pivotal.saga_scope import scoped
+from pivotal.people.principals import hash_token
+from pivotal.views.saga_scope import scoped
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

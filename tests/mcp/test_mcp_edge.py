@@ -19,7 +19,7 @@ from mcp_support import INITIALIZE
 from asgi_call import Body, call
 from pivotal import Orchestrator
 from pivotal.mcp import PATH, http_app
-from pivotal.principals import hash_token
+from pivotal.people.principals import hash_token
 from pivotal.server.limits import Lockout
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"

@@ -1,4 +1,4 @@
-"""The MCP tools scope an agent's saga ids as the HTTP API does (``pivotal.saga_scope``):
+"""The MCP tools scope an agent's saga ids as the HTTP API does (``pivotal.views.saga_scope``):
 another agent can neither take an id nor learn that it exists."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from test_http import agent, call, token
 
 from mcp import Client
 from pivotal import Orchestrator
-from pivotal.saga_scope import scoped
+from pivotal.views.saga_scope import scoped
 
 
 async def submit(client: Client, plan: dict[str, Any], saga_id: str) -> CallToolResult:

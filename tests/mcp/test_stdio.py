@@ -16,7 +16,7 @@ from mcp import Client
 from pivotal import ActorType, SagaStatus, SQLiteStore
 from pivotal.examples.commerce import CommerceServices
 from pivotal.mcp import TOOL_NAMES
-from pivotal.saga_scope import scoped
+from pivotal.views.saga_scope import scoped
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"
 

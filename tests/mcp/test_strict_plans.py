@@ -19,7 +19,7 @@ from mcp_support import INITIALIZE, serving
 from pivotal import Orchestrator, SQLiteStore, parse_plan
 from pivotal.errors import PlanParseError
 from pivotal.mcp.strict import plans_as_text
-from pivotal.principals import hash_token
+from pivotal.people.principals import hash_token
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"
 DUPLICATE_PLAN = (

@@ -13,10 +13,10 @@ from mcp_types import CallToolResult, Implementation
 
 from mcp import Client
 from pivotal import ActorType, Orchestrator, SagaStatus
+from pivotal.declarations.policy import Rollout
 from pivotal.mcp import TOOL_NAMES, build_server
-from pivotal.policy import Rollout
-from pivotal.saga_scope import scoped
 from pivotal.store import Store
+from pivotal.views.saga_scope import scoped
 
 
 async def test_the_tools_are_exactly_the_planners(connect: Connect) -> None:

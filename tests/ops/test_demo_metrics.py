@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pivotal import FakeClock, SagaStatus, SQLiteStore
 from pivotal.examples.commerce import create_app as commerce_app
-from pivotal.principals import Role, hash_token
+from pivotal.people.principals import Role, hash_token
 from pivotal.server import create_app
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"

@@ -21,8 +21,8 @@ from pivotal import (
 )
 from pivotal.examples.commerce import CommerceApp, Fault, Faults
 from pivotal.observability.metrics import PivotalMetrics
+from pivotal.operations.worker import Sweeper
 from pivotal.store import Store
-from pivotal.worker import Sweeper
 
 CHARGE_FIRST = ("charge_payment", "reserve_stock", "create_shipment")
 

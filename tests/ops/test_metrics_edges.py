@@ -12,8 +12,9 @@ from prometheus_client import generate_latest
 from pydantic import BaseModel
 
 from pivotal import Catalogue, FakeClock, Orchestrator, SagaStatus, StepContext, parse_plan
+from pivotal.engine.telemetry import Call, Telemetry
 from pivotal.observability.metrics import PivotalMetrics
-from pivotal.state import (
+from pivotal.sagas.state import (
     ApprovalRecord,
     ApprovalStatus,
     Event,
@@ -23,7 +24,6 @@ from pivotal.state import (
 )
 from pivotal.store import Store
 from pivotal.store.base import OpsSnapshot
-from pivotal.telemetry import Call, Telemetry
 
 NOW = 1_800_000_000.0
 

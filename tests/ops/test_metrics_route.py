@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pivotal import FakeClock, Orchestrator
 from pivotal.examples.commerce import CommerceApp
 from pivotal.observability.metrics import PivotalMetrics
-from pivotal.principals import Role, hash_token
+from pivotal.people.principals import Role, hash_token
 from pivotal.server import create_app
 from pivotal.store import Store
 

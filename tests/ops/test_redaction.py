@@ -23,12 +23,12 @@ from typer.testing import CliRunner, Result
 
 from pivotal import Catalogue, FakeClock, Orchestrator, SQLiteStore, StepContext
 from pivotal.cli import cli
+from pivotal.declarations.plan import parse_plan
 from pivotal.errors import StoreError
 from pivotal.examples.commerce import CommerceApp
-from pivotal.outbox import Message
-from pivotal.plan import parse_plan
+from pivotal.operations.relay import Relay
 from pivotal.redaction import MASK, redact, redact_url
-from pivotal.relay import Relay
+from pivotal.sagas.outbox import Message
 from pivotal.server import create_app
 from secret_forms import FORMS
 
@@ -257,7 +257,7 @@ def test_outbox_relay_to_a_webhook_never_prints_its_credentials(
     caplog.set_level(logging.INFO)
     asyncio.run(_announcing_ledger(tmp_path / "ledger.db"))
     ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
-    from pivotal.webhooks import new_secret
+    from pivotal.operations.webhooks import new_secret
 
     env = {"HOOK_SECRET": new_secret()}
     for extra in ([], ["--allow-insecure"]):

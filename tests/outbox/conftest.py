@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from pivotal import Catalogue, FakeClock, Orchestrator, SagaStatus, StepContext
 from pivotal.clock import Clock
-from pivotal.plan import parse_plan
+from pivotal.declarations.plan import parse_plan
 from pivotal.store import Store
 
 RunSagas = Callable[..., Awaitable[list[str]]]

@@ -25,8 +25,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from pivotal.outbox import Message
-from pivotal.relay import Relay
+from pivotal.operations.relay import Relay
+from pivotal.sagas.outbox import Message
 from pivotal.store import native, open_store
 from pivotal.store import sql_outbox as so
 from pivotal.store.primitives import BatchResult, Stmt

@@ -20,8 +20,8 @@ from agent_world import (
 )
 from pivotal import FakeClock, Orchestrator, parse_plan
 from pivotal.examples.commerce import CommerceApp
-from pivotal.outbox import Message
-from pivotal.relay import CallableSink, Relay
+from pivotal.operations.relay import CallableSink, Relay
+from pivotal.sagas.outbox import Message
 from pivotal.store import Store
 
 

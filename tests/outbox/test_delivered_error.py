@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from pivotal.cli.outbox import messages_table, shown_error
-from pivotal.outbox import Message
+from pivotal.sagas.outbox import Message
 
 ERROR = "ConnectError: connection refused"
 

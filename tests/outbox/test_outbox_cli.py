@@ -22,8 +22,8 @@ from typer.testing import CliRunner, Result
 
 from pivotal import Catalogue, FakeClock, Orchestrator, SQLiteStore, StepContext
 from pivotal.cli import cli
-from pivotal.plan import parse_plan
-from pivotal.webhooks import new_secret, verify
+from pivotal.declarations.plan import parse_plan
+from pivotal.operations.webhooks import new_secret, verify
 
 PIVOTAL = Path(sys.executable).parent / "pivotal"
 SECRET = new_secret()

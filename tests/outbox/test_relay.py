@@ -11,9 +11,9 @@ from dataclasses import replace
 import pytest
 
 from pivotal import FakeClock, Orchestrator, Plan, SagaStatus
+from pivotal.declarations.retry import RetryPolicy
 from pivotal.examples.commerce import Fault, Faults
-from pivotal.outbox import Message
-from pivotal.relay import (
+from pivotal.operations.relay import (
     DEFAULT_RETRY,
     CallableSink,
     DeliveryError,
@@ -22,7 +22,7 @@ from pivotal.relay import (
     RelayConfigError,
     RelayReport,
 )
-from pivotal.retry import RetryPolicy
+from pivotal.sagas.outbox import Message
 from pivotal.store import Store
 
 RunSagas = Callable[..., Awaitable[list[str]]]  # the ``sagas`` fixture

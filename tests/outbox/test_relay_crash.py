@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pivotal import FakeClock
-from pivotal.relay import Relay
+from pivotal.operations.relay import Relay
 from pivotal.store import Store
 from pivotal.store.postgres import PostgresStore
 

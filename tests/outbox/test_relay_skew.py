@@ -12,8 +12,8 @@ import pytest
 
 from pivotal import FakeClock
 from pivotal.clock import Clock, SystemClock
-from pivotal.outbox import Message
-from pivotal.relay import Relay
+from pivotal.operations.relay import Relay
+from pivotal.sagas.outbox import Message
 from pivotal.store import Store
 from pivotal.testing.skew import skewed
 

@@ -15,10 +15,16 @@ from typing import Any
 import httpcore
 import pytest
 
-from pivotal import webhooks
-from pivotal.outbox import Message
-from pivotal.relay import DeliveryError
-from pivotal.webhooks import UnsafeWebhookURL, WebhookSink, _literal, _unsafe_address, new_secret
+from pivotal.operations import webhooks
+from pivotal.operations.relay import DeliveryError
+from pivotal.operations.webhooks import (
+    UnsafeWebhookURL,
+    WebhookSink,
+    _literal,
+    _unsafe_address,
+    new_secret,
+)
+from pivotal.sagas.outbox import Message
 
 SECRET = new_secret()
 URL = "https://hooks.example.com/pivotal"

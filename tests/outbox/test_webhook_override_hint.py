@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import pivotal.webhooks as webhooks
-from pivotal.webhooks import UnsafeWebhookURL, WebhookSink, new_secret
+import pivotal.operations.webhooks as webhooks
+from pivotal.operations.webhooks import UnsafeWebhookURL, WebhookSink, new_secret
 
 
 @pytest.mark.parametrize(

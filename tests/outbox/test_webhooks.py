@@ -16,10 +16,8 @@ import pytest
 import standardwebhooks
 
 from pivotal import FakeClock
-from pivotal.outbox import Message
-from pivotal.relay import DeliveryError, DeliveryRejected, Relay
-from pivotal.store import Store
-from pivotal.webhooks import (
+from pivotal.operations.relay import DeliveryError, DeliveryRejected, Relay
+from pivotal.operations.webhooks import (
     UnsafeWebhookURL,
     WebhookConfigError,
     WebhookSink,
@@ -28,6 +26,8 @@ from pivotal.webhooks import (
     sign,
     verify,
 )
+from pivotal.sagas.outbox import Message
+from pivotal.store import Store
 
 RunSagas = Callable[..., Awaitable[list[str]]]  # the ``sagas`` fixture
 SECRET = new_secret()

@@ -19,11 +19,11 @@ from pydantic import BaseModel, model_validator
 
 from pivotal import Catalogue, Orchestrator, SagaStatus, SQLiteStore, StepContext, parse_plan
 from pivotal.clock import FakeClock
+from pivotal.declarations.plan import Plan
+from pivotal.declarations.policy import ApprovalRequirement
 from pivotal.hooks import Point
-from pivotal.plan import Plan
-from pivotal.policy import ApprovalRequirement
+from pivotal.operations.worker import Sweeper
 from pivotal.testing import CrashAt, CrashSite, SimulatedCrash
-from pivotal.worker import Sweeper
 
 TTL = 30.0
 

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pivotal import App, Catalogue, FakeClock, StepContext
-from pivotal.catalogue import NothingToUndo
+from pivotal.declarations.catalogue import NothingToUndo
 from pivotal.errors import Transient
 
 LOOKUP_LAG = 0.5  # what the catalogue declares: its lookups may lag this long

@@ -13,10 +13,10 @@ from sandbox_providers import SANDBOX, Knobs, Provider, payments
 
 from pivotal import FakeClock, Orchestrator, SQLiteStore
 from pivotal.errors import InvalidInput
+from pivotal.operations.worker import Worker, WorkerConfig
 from pivotal.provider_check import Findings, Options, check_provider, drift
 from pivotal.store import Store
 from pivotal.testing.providers import assert_promises_kept
-from pivotal.worker import Worker, WorkerConfig
 
 QUICK = Options(wait=10.0, poll=0.1, window=0.0)
 

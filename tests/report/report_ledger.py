@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pivotal import FakeClock, Orchestrator, Plan, SagaStatus
+from pivotal.declarations.plan import ActorType, Provenance
+from pivotal.declarations.policy import DAY
 from pivotal.examples.commerce import Fault, Faults
 from pivotal.hooks import Point
-from pivotal.plan import ActorType, Provenance
 from pivotal.planning import PlanningOutcome, PlanRequest, ScriptedPlanner, plan_and_submit
-from pivotal.policy import DAY
 from pivotal.store import Store
 
 AGENT = Provenance(

@@ -16,8 +16,8 @@ from pivotal.examples.commerce.apology import (
     ApologySender,
     apology_key,
 )
-from pivotal.outbox import Message
-from pivotal.relay import CallableSink, Relay
+from pivotal.operations.relay import CallableSink, Relay
+from pivotal.sagas.outbox import Message
 from pivotal.store import Store
 
 

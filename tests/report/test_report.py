@@ -10,9 +10,11 @@ import pytest
 from report_ledger import AGENT, PERSON, Ledger
 
 from pivotal import FakeClock, Orchestrator
+from pivotal.declarations.policy import DAY
 from pivotal.examples.commerce import CommerceServices, Fault, Faults
-from pivotal.policy import DAY
-from pivotal.report import (
+from pivotal.sagas.state import SagaStatus
+from pivotal.store import Store
+from pivotal.views.report import (
     CauseKind,
     InvalidPeriod,
     Period,
@@ -20,8 +22,6 @@ from pivotal.report import (
     build_report,
     parse_moment,
 )
-from pivotal.state import SagaStatus
-from pivotal.store import Store
 
 NOW = 1_800_000_000.0
 

@@ -12,7 +12,7 @@ from server_api import ROLES, Clients, MakeClient, add_token, csrf_of, open_plan
 
 from pivotal import FakeClock
 from pivotal.examples.commerce import CommerceApp
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.server import create_app
 from pivotal.store import Store
 

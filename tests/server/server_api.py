@@ -12,7 +12,7 @@ import httpx
 from commerce_plans import approval_plan as approval_plan  # the server tests take it here
 from pivotal import FakeClock
 from pivotal.examples.commerce import CommerceServices
-from pivotal.principals import Role, hash_token
+from pivotal.people.principals import Role, hash_token
 from pivotal.store import Store
 
 ROLES = tuple(Role)

@@ -22,9 +22,9 @@ from agent_world import (
 )
 from pivotal import Orchestrator
 from pivotal.examples.commerce import CommerceApp
-from pivotal.principals import Role
-from pivotal.saga_scope import scoped
+from pivotal.people.principals import Role
 from pivotal.store import Store
+from pivotal.views.saga_scope import scoped
 
 
 async def test_an_agent_reads_the_catalogues_without_the_policy(

@@ -10,11 +10,11 @@ from typing import Any
 from server_api import Clients, add_token, as_json, plan_body
 
 from pivotal import FakeClock
-from pivotal.policy import Rollout
-from pivotal.principals import Role
-from pivotal.saga_scope import scoped
+from pivotal.declarations.policy import Rollout
+from pivotal.people.principals import Role
 from pivotal.server.limits import MAX_BODY
 from pivotal.store import Store
+from pivotal.views.saga_scope import scoped
 
 ERROR_KEYS = {"code", "index", "path", "message", "step"}
 

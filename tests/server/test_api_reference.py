@@ -16,7 +16,7 @@ from server_api import ROLES, MakeClient, add_token
 from asgi_call import call
 from pivotal import FakeClock
 from pivotal.examples.commerce import CommerceApp
-from pivotal.principals import Role, hash_token
+from pivotal.people.principals import Role, hash_token
 from pivotal.server import create_app
 from pivotal.server.auth import trust_proxy_header
 from pivotal.server.limits import Lockout

@@ -1,7 +1,7 @@
 """The approver sees the request: the approval page shows the text the plan was made from
 (as text, bounded, its control characters shown escaped), the amount as a headline with its
 currency, which checks passed, and labels in a person's words; ``GET /v1/approvals`` carries
-the same facts (``pivotal.approval_view`` builds them once for both)."""
+the same facts (``pivotal.views.approval_view`` builds them once for both)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from fastapi import FastAPI
 from server_api import add_token, approval_plan
 
 from pivotal import FakeClock, Orchestrator, SagaStatus, parse_plan
+from pivotal.people.principals import Role
 from pivotal.planning import PlanRequest, ScriptedPlanner, plan_and_submit
-from pivotal.principals import Role
 from pivotal.store import Store
 
 REQUEST = (

@@ -11,10 +11,10 @@ from server_api import Clients
 
 from pivotal import Orchestrator, Plan, SagaStatus
 from pivotal.examples.commerce import CommerceServices, Fault
-from pivotal.principals import Role
-from pivotal.rerun import rerun_id
-from pivotal.state import EventType
-from pivotal.worker import Sweeper
+from pivotal.operations.worker import Sweeper
+from pivotal.orchestration.rerun import rerun_id
+from pivotal.people.principals import Role
+from pivotal.sagas.state import EventType
 
 PlanBuilder = Callable[..., Plan]
 SUBMITTED = {"status": "submitted", "order": "asc"}
@@ -85,7 +85,7 @@ async def test_more_sagas_than_the_bound_are_refused_with_how_many(
     checkout_plan: PlanBuilder,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from pivotal import bulk
+    from pivotal.operations import bulk
 
     await three(orchestrator, checkout_plan)
     monkeypatch.setattr(bulk, "MAX_SAGAS", 2)

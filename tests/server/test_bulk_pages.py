@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from server_api import add_token, csrf_of
 
 from pivotal import FakeClock, Orchestrator, Plan, SagaStatus
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.store import Store
 
 Login = Callable[[Role], Awaitable[httpx.AsyncClient]]

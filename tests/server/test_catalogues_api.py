@@ -1,5 +1,5 @@
 """``GET /v1/catalogues`` and ``GET /v1/catalogues/{name}``: every catalogue the server
-serves, described once (``pivotal.catalogue_view``, as MCP's list is), for any role."""
+serves, described once (``pivotal.views.catalogue_view``, as MCP's list is), for any role."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import httpx
 from server_api import ROLES, Clients, MakeClient
 
 from pivotal.examples.commerce import CommerceApp
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 
 UNDOS = ("release_stock", "refund_payment", "void_authorization", "cancel_shipment")
 

@@ -9,9 +9,9 @@ import pytest
 from server_api import Clients, add_token, approval_plan, as_json
 
 from pivotal import FakeClock, Orchestrator, SagaStatus
-from pivotal.principals import Role
-from pivotal.saga_scope import scoped
+from pivotal.people.principals import Role
 from pivotal.store import Store
+from pivotal.views.saga_scope import scoped
 
 BIG = scoped("agent", "big")  # the agent's saga "big" as it is stored and people see it
 

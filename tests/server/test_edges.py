@@ -17,7 +17,7 @@ from server_api import add_token, as_json, open_plan_orders, plan_body
 from pivotal import FakeClock
 from pivotal.cli.serve import _checked
 from pivotal.examples.commerce import CommerceApp
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.server import create_app
 from pivotal.server.auth import trust_proxy_header
 from pivotal.server.limits import Lockout

@@ -7,8 +7,8 @@ from __future__ import annotations
 from server_api import Clients, open_plan_orders, plan_body
 
 from pivotal import Orchestrator, parse_plan
-from pivotal.plan import ActorType, Provenance
-from pivotal.principals import Role
+from pivotal.declarations.plan import ActorType, Provenance
+from pivotal.people.principals import Role
 from pivotal.store import Store
 
 PROVENANCE = Provenance(

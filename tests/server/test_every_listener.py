@@ -1,5 +1,5 @@
-"""Every listener Pivotal serves (``pivotal.listeners.LISTENERS``: the API and its pages, MCP
-over HTTP, a worker's metrics endpoint) stands behind the same edge, and each property of
+"""Every listener Pivotal serves (``pivotal.cli.listeners.LISTENERS``: the API and its
+pages, MCP over HTTP, a worker's metrics endpoint) stands behind the same edge, and each property of
 the edge is asserted on each: the caller is checked before a byte of the body is read, a
 body over the cap is refused unread, a trickling body is cut off, another Host is refused,
 a request from another site is refused, bad tokens are locked out per client (however its
@@ -20,9 +20,9 @@ import pytest
 
 from asgi_call import Body, call
 from pivotal import FakeClock, Orchestrator, SQLiteStore
+from pivotal.cli.listeners import LISTENERS, Listener, listener
 from pivotal.examples.commerce import CommerceApp
-from pivotal.listeners import LISTENERS, Listener, listener
-from pivotal.principals import Role, hash_token
+from pivotal.people.principals import Role, hash_token
 from pivotal.server.edge import Edge, edge_of, uvicorn_config
 from pivotal.server.limits import Lockout
 

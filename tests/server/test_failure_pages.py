@@ -29,7 +29,7 @@ from pivotal import (
     parse_plan,
 )
 from pivotal.cli import cli
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.store import Store
 from secret_forms import FORMS
 

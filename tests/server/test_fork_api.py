@@ -12,12 +12,12 @@ import pytest
 from server_api import Clients, MakeClient, add_token
 
 from pivotal import FakeClock, Orchestrator, Plan, SagaStatus
+from pivotal.declarations.plan import ArgChange, parse_plan
 from pivotal.errors import FourEyesError, PlanParseError
 from pivotal.examples.commerce import CommerceServices
-from pivotal.fork import fork_id, fork_plan, parse_edit
-from pivotal.plan import ArgChange, parse_plan
-from pivotal.principals import Role
-from pivotal.state import EventType
+from pivotal.orchestration.fork import fork_id, fork_plan, parse_edit
+from pivotal.people.principals import Role
+from pivotal.sagas.state import EventType
 from pivotal.store import Store
 
 PlanBuilder = Callable[..., Plan]

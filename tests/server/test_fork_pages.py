@@ -13,8 +13,8 @@ from server_api import csrf_of
 
 from pivotal import Orchestrator, Plan, SagaStatus
 from pivotal.examples.commerce import CommerceServices
-from pivotal.principals import Role
-from pivotal.state import EventType
+from pivotal.people.principals import Role
+from pivotal.sagas.state import EventType
 
 # the pages do not depend on the ledger: one backend is enough
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)

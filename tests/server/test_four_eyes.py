@@ -17,14 +17,14 @@ from fastapi import FastAPI
 from server_api import Clients, add_token, approval_plan, as_json, plan_body
 
 from pivotal import ApprovalError, Catalogue, FakeClock, Orchestrator, Plan, SagaStatus, parse_plan
+from pivotal.declarations.policy import ThresholdPolicy
+from pivotal.declarations.rules import OnBehalfOfAbove
 from pivotal.errors import FourEyesError, InvalidInput
 from pivotal.examples.commerce import CommerceApp
-from pivotal.four_eyes import why_not
-from pivotal.policy import ThresholdPolicy
-from pivotal.principals import Role, canonical_person, hash_token
-from pivotal.rules import OnBehalfOfAbove
-from pivotal.saga_scope import scoped
+from pivotal.orchestration.four_eyes import why_not
+from pivotal.people.principals import Role, canonical_person, hash_token
 from pivotal.store import Store
+from pivotal.views.saga_scope import scoped
 
 BIG = scoped("agent", "big")  # the agent's saga "big" as it is stored and people see it
 

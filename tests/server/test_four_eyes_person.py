@@ -10,12 +10,12 @@ from server_api import Clients, MakeClient, add_token, approval_plan, as_json, p
 
 from pivotal import FakeClock, Orchestrator, Plan, SagaStatus, parse_plan
 from pivotal.errors import FourEyesError, InvalidInput, PlanRejected
-from pivotal.four_eyes import resumed_by, why_not
-from pivotal.principals import Role, hash_token
-from pivotal.rerun import rerun_id
-from pivotal.saga_scope import scoped
-from pivotal.state import Event, EventType
+from pivotal.orchestration.four_eyes import resumed_by, why_not
+from pivotal.orchestration.rerun import rerun_id
+from pivotal.people.principals import Role, hash_token
+from pivotal.sagas.state import Event, EventType
 from pivotal.store import Store
+from pivotal.views.saga_scope import scoped
 
 # "ann" as an agent may spell the person a plan is for
 ANN = {

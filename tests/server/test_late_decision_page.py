@@ -13,7 +13,7 @@ from server_api import Clients, add_token, as_json, csrf_of
 from test_decisions import BIG, pending
 
 from pivotal import FakeClock, Orchestrator, SagaStatus
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.store import Store
 
 LogIn = Callable[[str], Awaitable[httpx.AsyncClient]]

@@ -10,7 +10,7 @@ import httpx
 from server_api import Clients, approval_plan, csrf_of, plan_body
 
 from pivotal import FakeClock, Orchestrator, SagaStatus, parse_plan
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.store import Store
 
 Login = Callable[[Role], Awaitable[httpx.AsyncClient]]

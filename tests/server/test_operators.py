@@ -14,6 +14,8 @@ from server_api import Clients, as_json, csrf_of
 
 from pivotal import FakeClock, Orchestrator, Plan, SagaStatus
 from pivotal.examples.commerce import CommerceApp, CommerceServices, Fault
+from pivotal.operations.worker import Sweeper
+from pivotal.people.principals import Role
 from pivotal.planning import (
     PlanningMode,
     PlanningOutcome,
@@ -21,11 +23,9 @@ from pivotal.planning import (
     ScriptedPlanner,
     propose_plan,
 )
-from pivotal.principals import Role
-from pivotal.state import EventType
+from pivotal.sagas.state import EventType
 from pivotal.store import Store
 from pivotal.store.base import DeadLetter
-from pivotal.worker import Sweeper
 
 PlanBuilder = Callable[..., Plan]
 

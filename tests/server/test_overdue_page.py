@@ -23,7 +23,7 @@ from pivotal import (
     parse_plan,
 )
 from pivotal.engine.journal import RunOptions
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.store import Store
 
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)

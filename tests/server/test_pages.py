@@ -11,8 +11,10 @@ import pytest
 from server_api import add_token, approval_plan, csrf_of
 
 from pivotal import FakeClock, Orchestrator, SagaStatus, parse_plan
+from pivotal.declarations.policy import Rollout
 from pivotal.examples.commerce import CommerceApp
 from pivotal.examples.commerce.services import CommerceServices
+from pivotal.people.principals import Role
 from pivotal.planning import (
     EscalationStatus,
     PlanningMode,
@@ -21,8 +23,6 @@ from pivotal.planning import (
     ScriptedPlanner,
     propose_plan,
 )
-from pivotal.policy import Rollout
-from pivotal.principals import Role
 from pivotal.store import Store
 
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"

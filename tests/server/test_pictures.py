@@ -15,15 +15,15 @@ from fastapi import FastAPI
 from server_api import add_token, plan_body
 
 from pivotal import FakeClock, Orchestrator, Plan, SagaStatus, parse_plan
-from pivotal.call_state import CallState, Lease
 from pivotal.examples.commerce import CommerceApp, Fault, Faults
 from pivotal.hooks import Point
 from pivotal.moments import moment
-from pivotal.principals import Role
-from pivotal.progress import Shown, describe, summary
+from pivotal.people.principals import Role
+from pivotal.sagas.call_state import CallState, Lease
+from pivotal.sagas.progress import Shown, describe, summary
+from pivotal.sagas.state import Event, EventType, SagaState, replay
 from pivotal.server.pages import pictures
 from pivotal.server.pages.pictures import plan_svg, timeline_svg
-from pivotal.state import Event, EventType, SagaState, replay
 from pivotal.store import Store
 from pivotal.testing.crash import CrashAt, CrashSite, SimulatedCrash
 

@@ -15,7 +15,7 @@ from server_api import Clients, plan_body
 from pivotal import FakeClock, Orchestrator, SagaStatus, parse_plan
 from pivotal.examples.commerce import CommerceApp
 from pivotal.hooks import Point
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.store import Store
 from pivotal.testing.crash import CrashAt, CrashSite, SimulatedCrash
 

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from pivotal import Orchestrator, SagaStatus
 from pivotal.cli import cli
-from pivotal.principals import Role
-from pivotal.saga_scope import scoped
+from pivotal.people.principals import Role
 from pivotal.server.auth import trust_proxy_header
+from pivotal.views.saga_scope import scoped
 
 HEADER = "X-Forwarded-User"
 PROXIES = ["127.0.0.1"]  # where httpx.ASGITransport says requests come from

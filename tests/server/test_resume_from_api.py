@@ -12,8 +12,8 @@ from server_api import Clients, as_json
 from pivotal import FakeClock, Orchestrator, Plan, SagaStatus
 from pivotal.engine.resuming import ResumeFromRefused
 from pivotal.examples.commerce import CommerceServices, Fault
-from pivotal.principals import Role
-from pivotal.state import EventType, StepStatus
+from pivotal.people.principals import Role
+from pivotal.sagas.state import EventType, StepStatus
 
 PlanBuilder = Callable[..., Plan]
 

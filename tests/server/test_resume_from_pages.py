@@ -12,8 +12,8 @@ from server_api import csrf_of
 
 from pivotal import Orchestrator, Plan, SagaStatus
 from pivotal.examples.commerce import CommerceServices, Fault
-from pivotal.principals import Role
-from pivotal.state import StepStatus
+from pivotal.people.principals import Role
+from pivotal.sagas.state import StepStatus
 
 # the pages do not depend on the ledger: one backend is enough
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)

@@ -8,7 +8,7 @@ import pytest
 from server_api import ROLES, Clients, MakeClient, as_json, plan_body
 
 from pivotal import FakeClock
-from pivotal.principals import Role, hash_token
+from pivotal.people.principals import Role, hash_token
 from pivotal.store import Store
 
 A, P, OP, V, ADMIN = Role.AGENT, Role.APPROVER, Role.OPERATOR, Role.VIEWER, Role.ADMIN

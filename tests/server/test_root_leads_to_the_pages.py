@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from server_api import Clients, MakeClient
 
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 

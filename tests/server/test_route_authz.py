@@ -48,7 +48,7 @@ from starlette.routing import BaseRoute, Mount
 import pivotal.server.pages
 import pivotal.server.pages.routes
 from pivotal import FakeClock
-from pivotal.principals import Role, hash_token
+from pivotal.people.principals import Role, hash_token
 from pivotal.store import Store
 
 # the rules do not depend on the ledger: one backend is enough

@@ -14,8 +14,8 @@ from pivotal import Orchestrator, Plan, SagaStatus
 from pivotal.engine import RunOptions
 from pivotal.errors import InvalidInput
 from pivotal.examples.commerce import CommerceServices, Fault
-from pivotal.principals import Role
-from pivotal.rerun import rerun_id
+from pivotal.orchestration.rerun import rerun_id
+from pivotal.people.principals import Role
 
 PlanBuilder = Callable[..., Plan]
 PAUSE = RunOptions(max_inline_wait=0)  # a retry not yet due ends the pass: it stays running

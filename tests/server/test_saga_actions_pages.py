@@ -14,8 +14,8 @@ from server_api import csrf_of
 from pivotal import Orchestrator, Plan, SagaStatus
 from pivotal.engine import RunOptions
 from pivotal.examples.commerce import CommerceServices, Fault
-from pivotal.principals import Role
-from pivotal.rerun import rerun_id
+from pivotal.orchestration.rerun import rerun_id
+from pivotal.people.principals import Role
 
 # the pages do not depend on the ledger: one backend is enough
 pytestmark = pytest.mark.parametrize("store", ["sqlite"], indirect=True)

@@ -1,4 +1,4 @@
-"""An agent's saga ids are its own (``pivotal.saga_scope``): another agent can neither take
+"""An agent's saga ids are its own (``pivotal.views.saga_scope``): another agent can neither take
 one nor learn that it exists; people see the full stored id."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from typing import Any
 from server_api import Clients, add_token, as_json, plan_body
 
 from pivotal import FakeClock, Orchestrator, parse_plan
-from pivotal.plan import ActorType
-from pivotal.principals import Role
-from pivotal.saga_scope import MAX_ID, earlier_namespace, namespace, scoped, shown
+from pivotal.declarations.plan import ActorType
+from pivotal.people.principals import Role
 from pivotal.store import Store
+from pivotal.views.saga_scope import MAX_ID, earlier_namespace, namespace, scoped, shown
 
 
 def test_namespaces_are_one_per_principal_and_never_overlap() -> None:

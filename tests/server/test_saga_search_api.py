@@ -9,7 +9,7 @@ import pytest
 from server_api import Clients
 
 from pivotal import SagaStatus
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.store import Store
 from search_ledger import NOW, make, six
 

@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from server_api import add_token
 
 from pivotal import FakeClock, SagaStatus
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.store import Store
 from search_ledger import NOW, make, six
 

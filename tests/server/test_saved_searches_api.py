@@ -13,7 +13,7 @@ import pytest
 from server_api import Clients, MakeClient, add_token
 
 from pivotal import FakeClock
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.store import Store
 from search_ledger import six
 

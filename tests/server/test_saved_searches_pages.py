@@ -15,7 +15,7 @@ import httpx
 from server_api import add_token, csrf_of
 
 from pivotal import FakeClock
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.store import Store
 from search_ledger import six
 

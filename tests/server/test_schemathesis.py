@@ -31,7 +31,7 @@ from server_api import add_token, approval_plan
 
 from pivotal import FakeClock, Orchestrator, SQLiteStore, parse_plan
 from pivotal.examples.commerce import CommerceApp
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.server import create_app
 
 EXAMPLES = 25  # per operation and token: the whole run stays well under a minute

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from test_route_authz import ADMIN, TABLE
 
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 
 # -- SECURITY.md's role table names every power ----------------------------------------------
 

@@ -18,7 +18,7 @@ import pytest
 from pivotal import SQLiteStore
 from pivotal.cli.serve import uvicorn_config
 from pivotal.examples.commerce import create_app as commerce
-from pivotal.principals import Role, hash_token
+from pivotal.people.principals import Role, hash_token
 from pivotal.server import create_app
 
 TOKEN = "pvt_slow_agent"

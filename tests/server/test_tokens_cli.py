@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from pivotal.cli import cli
 from pivotal.examples.commerce import CommerceApp
-from pivotal.principals import hash_token
+from pivotal.people.principals import hash_token
 from pivotal.server import create_app
 from pivotal.store import SQLiteStore
 

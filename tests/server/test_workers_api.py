@@ -11,7 +11,7 @@ import pytest
 from server_api import Clients, add_token
 
 from pivotal import FakeClock, Orchestrator
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.store import Store
 
 HOSTILE = "<script>alert(1)</script>"

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from pivotal.agent_reasons import Reason, told
-from pivotal.state import (
+from pivotal.sagas.agent_reasons import Reason, told
+from pivotal.sagas.state import (
     ApprovalRecord,
     ApprovalStatus,
     SagaState,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pivotal.call_state import CallState, Lease, Verdict, call_of, decide, ended_by, lease_of
-from pivotal.progress import describe
-from pivotal.state import StepRecord, StepStatus, UndoStatus
+from pivotal.sagas.call_state import CallState, Lease, Verdict, call_of, decide, ended_by, lease_of
+from pivotal.sagas.progress import describe
+from pivotal.sagas.state import StepRecord, StepStatus, UndoStatus
 
 S, L = StepStatus, Lease
 FLIGHT, GONE, DOUBT = CallState.IN_FLIGHT, CallState.UNRECORDED, CallState.IN_DOUBT

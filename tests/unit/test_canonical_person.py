@@ -1,5 +1,5 @@
 """One canonical person: the one function that says whether two names are one person
-(``principals.canonical_person``), and Unicode's data it stands on (``pivotal.skeleton``)."""
+(``principals.canonical_person``), and Unicode's data it stands on (``pivotal.people.skeleton``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pivotal import skeleton
-from pivotal.principals import canonical_person
+from pivotal.people import skeleton
+from pivotal.people.principals import canonical_person
 
 ANN = "ann"
 

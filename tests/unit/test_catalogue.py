@@ -17,7 +17,7 @@ from pivotal import (
     StepContext,
     StepKind,
 )
-from pivotal.retry import NO_RETRY
+from pivotal.declarations.retry import NO_RETRY
 
 
 class Args(BaseModel):

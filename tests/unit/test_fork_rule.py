@@ -1,5 +1,5 @@
-"""Forking a finished saga (``pivotal.fork``), as tables: which sagas may be forked at the
-ledger's ``now``, how an edit is read, and which edits of a plan are refused (with the
+"""Forking a finished saga (``pivotal.orchestration.fork``), as tables: which sagas may be forked at
+the ledger's ``now``, how an edit is read, and which edits of a plan are refused (with the
 validator's errors) before anything is submitted."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from pivotal import parse_plan
+from pivotal.declarations.plan import ArgChange, Plan
+from pivotal.declarations.plan_errors import ErrorCode
 from pivotal.errors import InvalidInput, PlanRejected
 from pivotal.examples.commerce import create_app
-from pivotal.fork import Edit, edited, fork_id, parse_edit, refusal
-from pivotal.plan import ArgChange, Plan
-from pivotal.plan_errors import ErrorCode
-from pivotal.state import SagaState, SagaStatus, StepRecord, StepStatus, UndoStatus
+from pivotal.orchestration.fork import Edit, edited, fork_id, parse_edit, refusal
+from pivotal.sagas.state import SagaState, SagaStatus, StepRecord, StepStatus, UndoStatus
 
 NOW = 1000.0
 

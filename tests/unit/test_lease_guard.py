@@ -15,7 +15,7 @@ import pytest
 from pivotal import SQLiteStore
 from pivotal.clock import FakeClock
 from pivotal.errors import LeaseLost
-from pivotal.lease import Lease, LeaseKeeper
+from pivotal.sagas.lease import Lease, LeaseKeeper
 
 
 async def test_a_lost_lease_stops_the_work_with_lease_lost(tmp_path: Path) -> None:

@@ -8,10 +8,10 @@ import io
 import pytest
 from rich.console import Console
 
-from pivotal import render
-from pivotal.overdue import late, step_overdue, undo_overdue
-from pivotal.state import SagaState, SagaStatus, StepRecord, StepStatus, UndoStatus
+from pivotal.sagas.overdue import late, step_overdue, undo_overdue
+from pivotal.sagas.state import SagaState, SagaStatus, StepRecord, StepStatus, UndoStatus
 from pivotal.store.base import DeadLetter
+from pivotal.views import render
 
 DUE = 1_800_000_000.0
 

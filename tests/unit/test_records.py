@@ -10,13 +10,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from pivotal.catalogue import StepContext
+from pivotal.declarations.catalogue import StepContext
+from pivotal.declarations.plan import FlatCall
 from pivotal.engine.journal import Creation, RunOptions
 from pivotal.engine.machine import Facts
-from pivotal.outbox import Message
-from pivotal.plan import FlatCall
 from pivotal.records import quick_init
-from pivotal.state import ApprovalRecord, Event, SagaState, StepRecord, numbered
+from pivotal.sagas.outbox import Message
+from pivotal.sagas.state import ApprovalRecord, Event, SagaState, StepRecord, numbered
 from pivotal.store.base import StoredSaga
 from pivotal.store.primitives import Stmt
 

@@ -29,9 +29,9 @@ from pivotal import (
     StepContext,
     Transient,
     parse_plan,
-    render,
 )
 from pivotal.cli import cli
+from pivotal.views import render
 
 
 class Item(BaseModel):

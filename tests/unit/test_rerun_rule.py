@@ -1,5 +1,5 @@
-"""When the plan of a saga may run again (``pivotal.rerun.refusal``), as a table: the saga's
-state, the ledger's ``now``, and what the refusal must say (None: it may run again)."""
+"""When the plan of a saga may run again (``pivotal.orchestration.rerun.refusal``), as a table: the
+saga's state, the ledger's ``now``, and what the refusal must say (None: it may run again)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from pivotal.plan import Plan, Provenance, Rerun, StepCall
-from pivotal.rerun import refusal
-from pivotal.state import SagaState, SagaStatus, StepRecord, StepStatus, UndoStatus
+from pivotal.declarations.plan import Plan, Provenance, Rerun, StepCall
+from pivotal.orchestration.rerun import refusal
+from pivotal.sagas.state import SagaState, SagaStatus, StepRecord, StepStatus, UndoStatus
 
 NOW = 1000.0
 

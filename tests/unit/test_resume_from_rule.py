@@ -12,7 +12,7 @@ import pytest
 from pivotal.engine.machine import Standing
 from pivotal.engine.resuming import resume_from, standing, step_named
 from pivotal.errors import InvalidInput
-from pivotal.state import SagaState, SagaStatus, StepRecord, StepStatus
+from pivotal.sagas.state import SagaState, SagaStatus, StepRecord, StepStatus
 
 NOW = 1000.0
 KINDS = ("compensable", "compensable", "pivot", "retriable", "retriable")

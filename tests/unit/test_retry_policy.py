@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from pivotal import Abort, Permanent, RetryPolicy, Transient
-from pivotal.retry import NO_RETRY, Outcome, classify
+from pivotal.declarations.retry import NO_RETRY, Outcome, classify
 
 REQUEST = httpx.Request("POST", "https://psp.invalid/charge")
 RESPONSE = httpx.Response(500, request=REQUEST)

@@ -11,13 +11,13 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from pivotal import App, Catalogue, CatalogueError, PlanParseError, StepContext, parse_plan
-from pivotal.exposure import Exposure, Moves, moved_by
-from pivotal.identity import MONEY, OrderId
-from pivotal.plan import Plan, PlanLimits
+from pivotal.admission.validation import validate
+from pivotal.declarations.exposure import Exposure, Moves, moved_by
+from pivotal.declarations.identity import MONEY, OrderId
+from pivotal.declarations.plan import Plan, PlanLimits
+from pivotal.declarations.policy import ExposurePolicy, ThresholdPolicy
+from pivotal.declarations.rules import Agree, AtMost, Check, FromFact, Required, RequiresEarlier
 from pivotal.planning import render_catalogue
-from pivotal.policy import ExposurePolicy, ThresholdPolicy
-from pivotal.rules import Agree, AtMost, Check, FromFact, Required, RequiresEarlier
-from pivotal.validation import validate
 
 
 class Order(BaseModel):

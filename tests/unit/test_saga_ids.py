@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pivotal import saga_ids, saga_scope
 from pivotal.errors import InvalidInput
+from pivotal.sagas import saga_ids
+from pivotal.views import saga_scope
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pivotal.state import (
+from pivotal.sagas.state import (
     Event,
     EventType,
     SagaState,

@@ -13,11 +13,11 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from pivotal import render
 from pivotal.cli.outbox import messages_table
-from pivotal.outbox import Message
-from pivotal.state import ApprovalRecord, ApprovalStatus, SagaStatus
+from pivotal.sagas.outbox import Message
+from pivotal.sagas.state import ApprovalRecord, ApprovalStatus, SagaStatus
 from pivotal.store.base import DeadLetter, PendingApproval, SagaSummary
+from pivotal.views import render
 
 WIDTH = 80
 SHORT_ID = "order-4471"

@@ -10,17 +10,14 @@ from collections.abc import Callable
 import pytest
 from rich.console import Console, RenderableType
 
-from pivotal import render
 from pivotal.cli.outbox import messages_table
 from pivotal.cli.report import group_table, partial_table
 from pivotal.cli.tokens import tokens_table
 from pivotal.cli.workers import workers_view
-from pivotal.outbox import Message
-from pivotal.plan import ActorType, Provenance
+from pivotal.declarations.plan import ActorType, Provenance
 from pivotal.planning.shadow import Reason, ShadowReport
-from pivotal.planning.views import shadow_report_view
-from pivotal.report import CauseGroup, CauseKind, PartialUndo, SagaEntry, cause
-from pivotal.state import (
+from pivotal.sagas.outbox import Message
+from pivotal.sagas.state import (
     ApprovalRecord,
     ApprovalStatus,
     SagaState,
@@ -29,6 +26,9 @@ from pivotal.state import (
     StepStatus,
 )
 from pivotal.store.base import DeadLetter, PendingApproval, SagaSummary, Token, WorkerInfo
+from pivotal.views import render
+from pivotal.views.planning_view import shadow_report_view
+from pivotal.views.report import CauseGroup, CauseKind, PartialUndo, SagaEntry, cause
 
 WIDTH = 80
 SAGA = "planner-bot.a92500722100.order-4471"  # an agent's saga id, as the CLI sees it
@@ -114,7 +114,7 @@ def report_group_of_two_catalogues() -> tuple[RenderableType, list[str]]:
 
 
 def report_partial() -> tuple[RenderableType, list[str]]:
-    from pivotal.report import PlannerReport, Report
+    from pivotal.views.report import PlannerReport, Report
 
     planner = PlannerReport(runs=0, rejected_attempts=0, outcomes={}, codes=[], escalations=[])
     found = Report(

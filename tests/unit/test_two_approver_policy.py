@@ -8,10 +8,10 @@ from decimal import Decimal
 import pytest
 from pydantic import BaseModel
 
-from pivotal.exposure import Exposure, Moved
-from pivotal.plan import Plan, Provenance, parse_plan
-from pivotal.policy import ApprovalRequirement, ExposurePolicy, ThresholdPolicy
-from pivotal.state import ApprovalStatus, Event, EventType, SagaStatus, apply
+from pivotal.declarations.exposure import Exposure, Moved
+from pivotal.declarations.plan import Plan, Provenance, parse_plan
+from pivotal.declarations.policy import ApprovalRequirement, ExposurePolicy, ThresholdPolicy
+from pivotal.sagas.state import ApprovalStatus, Event, EventType, SagaStatus, apply
 
 
 class Pay(BaseModel):

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from pivotal import Catalogue, ErrorCode, PlanError, PlanParseError, parse_plan, validate
-from pivotal.plan import PlanLimits
-from pivotal.plan import surely_fits as _surely_fits
+from pivotal.declarations.plan import PlanLimits
+from pivotal.declarations.plan import surely_fits as _surely_fits
 
 
 class Note(BaseModel):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from pivotal.call_state import Lease
-from pivotal.state import SagaState, SagaStatus, StepRecord, StepStatus, UndoStatus
+from pivotal.sagas.call_state import Lease
+from pivotal.sagas.state import SagaState, SagaStatus, StepRecord, StepStatus, UndoStatus
 from pivotal.store.base import WorkerInfo
-from pivotal.worker_wait import alive, no_worker, sentence, waits_for
+from pivotal.views.worker_wait import alive, no_worker, sentence, waits_for
 
 NOW = 1_796_400_000.0  # 2026-12-04 16:00:00 UTC
 

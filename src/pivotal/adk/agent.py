@@ -42,12 +42,12 @@ from pivotal.adk.drive import AgentDrive
 from pivotal.adk.invocation import Invocation
 from pivotal.adk.shape import stage_of
 from pivotal.adk.stages import Act, Decide, Parallel, Stage, StageError
+from pivotal.declarations.plan import ActorType, ParallelGroup, Plan, Provenance, StepCall
 from pivotal.engine import describe
 from pivotal.errors import PlanRejected, RolloutRefused, RolloutShadowed
-from pivotal.lease import Lease
-from pivotal.orchestrator import Orchestrator
-from pivotal.plan import ActorType, ParallelGroup, Plan, Provenance, StepCall
-from pivotal.state import SagaState
+from pivotal.orchestration.orchestrator import Orchestrator
+from pivotal.sagas.lease import Lease
+from pivotal.sagas.state import SagaState
 
 
 def _call(act: Act, state: Mapping[str, Any]) -> StepCall:

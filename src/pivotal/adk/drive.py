@@ -25,12 +25,12 @@ from google.adk.events import Event
 from pivotal.adk import stages as S
 from pivotal.adk.invocation import Invocation
 from pivotal.adk.stages import Decide
-from pivotal.agent_view import WAITING
 from pivotal.engine import RunOptions, describe
 from pivotal.errors import InvalidInput, LeaseLost, VersionConflict
 from pivotal.hooks import Point
-from pivotal.lease import Lease
-from pivotal.state import SagaState, SagaStatus, StepStatus
+from pivotal.sagas.lease import Lease
+from pivotal.sagas.state import SagaState, SagaStatus, StepStatus
+from pivotal.views.agent_view import WAITING
 
 _FORWARD = (SagaStatus.SUBMITTED, SagaStatus.RUNNING)
 _ROLLING_BACK = (

@@ -20,7 +20,7 @@ from google.genai import types
 from pivotal.adk import stages as S
 from pivotal.adk.stages import Act, Decide, Stage
 from pivotal.engine import describe
-from pivotal.orchestrator import Orchestrator
+from pivotal.orchestration.orchestrator import Orchestrator
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
 from google.genai import types
 
+from pivotal.declarations.plan import ActorType
 from pivotal.engine import describe
-from pivotal.plan import ActorType
 from pivotal.planning.base import PlannerInfo, PlannerTurn, Proposal
 from pivotal.planning.errors import PlannerError, PlannerReplyMalformed
 from pivotal.planning.prompt import INSTRUCTIONS, PROMPT_VERSION, feedback_message, request_message

@@ -25,7 +25,7 @@ from typing import Any
 from google.adk.agents import BaseAgent, LlmAgent, ParallelAgent
 
 from pivotal.adk.stages import Act, ActAgent, Decide, Parallel, Stage, StageError
-from pivotal.catalogue import Catalogue, StepKind
+from pivotal.declarations.catalogue import Catalogue, StepKind
 
 _CALLBACKS = ("before_agent_callback", "after_agent_callback")
 

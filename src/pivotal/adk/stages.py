@@ -4,7 +4,7 @@ An ``Act`` is a catalogue step run by Pivotal's engine; a ``Decide`` is a model 
 ``LlmAgent``) that only decides; a ``Parallel`` (or an ADK ``ParallelAgent`` of acting stages,
 ``Act(...).agent()``) is a group of acting stages run concurrently. The session state is a
 view of the ledger, written through event state deltas: ``comp:<stage>`` records,
-``saga_status``, ``saga_reason`` and ``saga_reason_code`` (as ``pivotal.agent_view`` tells an
+``saga_status``, ``saga_reason`` and ``saga_reason_code`` (as ``pivotal.views.agent_view`` tells an
 agent why: never the policy, a person's name or words, nor a step's error).
 """
 
@@ -20,10 +20,10 @@ from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events import Event
 from pydantic import ConfigDict, Field
 
-from pivotal import agent_view
-from pivotal.agent_view import Told
 from pivotal.errors import PivotalError
-from pivotal.state import SagaState, StepRecord, StepStatus, UndoStatus
+from pivotal.sagas.state import SagaState, StepRecord, StepStatus, UndoStatus
+from pivotal.views import agent_view
+from pivotal.views.agent_view import Told
 
 SAGA_ID = "pivotal_saga_id"
 SAGA_STATUS = "saga_status"
@@ -242,7 +242,7 @@ def own_stops(units: Sequence[Stage]) -> Callable[[str], bool]:
 
 
 def told(state: SagaState, units: Sequence[Stage]) -> Told | None:
-    """Why the saga stands where it does, as an agent is told it (``pivotal.agent_view``):
+    """Why the saga stands where it does, as an agent is told it (``pivotal.views.agent_view``):
     never a step's error, who decided or why, unless the agent's own model stage did."""
     return agent_view.told(state, own=own_stops(units))
 

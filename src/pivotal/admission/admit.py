@@ -11,16 +11,16 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from pivotal import agent_reasons, saga_ids
 from pivotal.admission.checks import FactSource, checked_bounded
 from pivotal.admission.shape import Checked
 from pivotal.admission.table import Above, Finding, Row, Verdict, decide
 from pivotal.admission.value import Counted, Ledger, exposure, moved, submitted
-from pivotal.catalogue import Catalogue
+from pivotal.declarations.catalogue import Catalogue
+from pivotal.declarations.exposure import Rates
+from pivotal.declarations.plan import ActorType, Plan
 from pivotal.errors import PivotalError, PlanRejected, RolloutRefused, RolloutShadowed
-from pivotal.exposure import Rates
-from pivotal.plan import ActorType, Plan
-from pivotal.state import Event
+from pivotal.sagas import agent_reasons, saga_ids
+from pivotal.sagas.state import Event
 from pivotal.store.planning_records import (
     Attempt,
     AttemptError,
@@ -77,18 +77,19 @@ STAGES: tuple[Stage, ...] = (
     ),
 )
 """The stages, in the order ``admit`` runs them; the first three are the validator every
-surface uses (``pivotal.validation``). Whether a person must approve is decided by the
+surface uses (``pivotal.admission.validation``). Whether a person must approve is decided by the
 gate before the point of no return, with the ledger as it is then (``pivotal.engine``)."""
 
 
 @dataclass(frozen=True)
 class Given:
-    """What the orchestrator reads for admission: the plan, under the id its submitter gave
-    (None: admission makes one), the catalogue it names and that catalogue's build (its
-    digest), the ledger's time, the app's trusted facts and rates, the two reads of the
-    ledger a rollout may make, and the trace context of the saga's first event."""
+    """What the orchestrator reads for admission: the plan and its digest, under the id its
+    submitter gave (None: admission makes one), the catalogue it names and that catalogue's
+    build (its digest), the ledger's time, the app's trusted facts and rates, the two reads
+    of the ledger a rollout may make, and the trace context of the saga's first event."""
 
     plan: Plan
+    digest: str
     saga_id: str | None
     catalogue: Catalogue
     build: str
@@ -130,7 +131,8 @@ async def admit(given: Given) -> Admission:
     saga_id = given.saga_id or saga_ids.new()
     value = moved(found, catalogue)
     trace = given.trace(saga_id)
-    event = submitted(plan, catalogue, found, value, saga_id, given.now, given.build, trace)
+    made = (given.digest, given.build, trace)
+    event = submitted(plan, catalogue, found, value, saga_id, given.now, made)
     rollout = catalogue.rollout
     if rollout is None:
         return Admission(decide(Finding.NO_ROLLOUT, Above.ANY), found, event)

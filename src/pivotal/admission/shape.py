@@ -9,10 +9,10 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ValidationError
 
-from pivotal.catalogue import KIND_ORDER, Catalogue, StepKind
-from pivotal.identity import NOT_CANONICAL
-from pivotal.plan import FlatCall, Plan
-from pivotal.plan_errors import ErrorCode, PlanError
+from pivotal.declarations.catalogue import KIND_ORDER, Catalogue, StepKind
+from pivotal.declarations.identity import NOT_CANONICAL
+from pivotal.declarations.plan import FlatCall, Plan
+from pivotal.declarations.plan_errors import ErrorCode, PlanError
 
 
 class Checked(NamedTuple):

@@ -10,8 +10,8 @@ from decimal import Decimal
 from typing import Protocol
 
 from pivotal.admission.shape import Checked
-from pivotal.catalogue import KIND_TEXT, Catalogue
-from pivotal.exposure import (
+from pivotal.declarations.catalogue import KIND_TEXT, Catalogue
+from pivotal.declarations.exposure import (
     Exposure,
     Moved,
     NoRate,
@@ -21,11 +21,11 @@ from pivotal.exposure import (
     moved_by,
     reserved_by_others,
 )
-from pivotal.exposure import subject_kind as kind_named_by
-from pivotal.identity import identity_of
-from pivotal.plan import FlatCall, Plan
-from pivotal.policy import Rollout
-from pivotal.state import Event, EventType
+from pivotal.declarations.exposure import subject_kind as kind_named_by
+from pivotal.declarations.identity import identity_of
+from pivotal.declarations.plan import FlatCall, Plan
+from pivotal.declarations.policy import Rollout
+from pivotal.sagas.state import Event, EventType
 
 
 class Ledger(Reservations, Protocol):
@@ -115,11 +115,12 @@ def submitted(
     value: tuple[Moved, ...],
     saga_id: str,
     now: float,
-    build: str,
-    trace: dict[str, str],
+    made: tuple[str, str, dict[str, str]],
 ) -> Event:
     """The first event of the saga ``plan`` becomes: its steps, the subjects it names and
-    the value it reserves, as the stages found them."""
+    the value it reserves, as the stages found them; ``made``: the plan's digest, its
+    catalogue's build and the saga's trace context."""
+    digest, build, trace = made
     return Event(
         type=EventType.SAGA_SUBMITTED,
         at=now,
@@ -127,7 +128,7 @@ def submitted(
         data={
             "saga_id": saga_id,
             "catalogue": plan.catalogue,
-            "plan_digest": plan.digest(),
+            "plan_digest": digest,
             # the build of the catalogue it was planned against (for display; what
             # decides whether a process can run it is ``steps``: ``serving.unserved``)
             "catalogue_digest": build,

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from pivotal.state import SagaStatus
+from pivotal.sagas.state import SagaStatus
 from pivotal.store.search import FIELDS, SagaFilter
 
 ONE = "<str>"  # what a filter of one value shows, as the other options do

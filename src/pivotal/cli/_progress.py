@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pivotal.observability.logs import JsonLines, LogFormat, configure_logging
-from pivotal.worker import Worker, WorkerStats
+from pivotal.operations.worker import Worker, WorkerStats
 
 __all__ = ["JsonLines", "LogFormat", "worker_logging"]  # kept here for existing imports
 

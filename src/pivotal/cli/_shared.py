@@ -23,7 +23,9 @@ from rich.console import RenderableType
 from rich.text import Text
 from typer.core import TyperGroup
 
-from pivotal.app import App, load_app
+from pivotal.declarations.app import App, load_app
+from pivotal.declarations.plan import DEFAULT_LIMITS, ActorType, Plan
+from pivotal.declarations.plan_errors import PlanError
 from pivotal.errors import (
     AppLoadError,
     InvalidInput,
@@ -36,15 +38,13 @@ from pivotal.errors import (
 )
 from pivotal.observability.logs import LogFields
 from pivotal.observability.tracing import from_environment
-from pivotal.orchestrator import Orchestrator
-from pivotal.plan import DEFAULT_LIMITS, ActorType, Plan
-from pivotal.plan_errors import PlanError
-from pivotal.principals import MAX_PERSON, names_someone
+from pivotal.orchestration.orchestrator import Orchestrator
+from pivotal.people.principals import MAX_PERSON, names_someone
 from pivotal.redaction import redact, redact_url
-from pivotal.render import status_text
-from pivotal.state import SagaState
+from pivotal.sagas.state import SagaState
 from pivotal.store import Store, open_store, sqlite_path
 from pivotal.terminal import SafeConsole, printable
+from pivotal.views.render import status_text
 
 T = TypeVar("T")
 

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from pivotal.errors import PivotalError
-from pivotal.state import StepStatus, UndoStatus
-from pivotal.worker import Worker
+from pivotal.operations.worker import Worker
+from pivotal.sagas.state import StepStatus, UndoStatus
 
 log = logging.getLogger("pivotal.cli.worker")
 SIGNALS = (signal.SIGTERM, signal.SIGINT)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pivotal.progress import Shown, summary
-from pivotal.state import SagaState
+from pivotal.sagas.progress import Shown, summary
+from pivotal.sagas.state import SagaState
 
 
 def lines(state: SagaState, progress: Mapping[int, Shown], waiting: str | None) -> dict[str, str]:

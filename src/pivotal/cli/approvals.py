@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 import typer
 
-from pivotal import render
 from pivotal.cli._shared import (
     JsonFlag,
     Limit,
@@ -26,7 +25,8 @@ from pivotal.cli._shared import (
     show,
     writing,
 )
-from pivotal.state import ApprovalStatus, SagaState, SagaStatus
+from pivotal.sagas.state import ApprovalStatus, SagaState, SagaStatus
+from pivotal.views import render
 
 approvals = new_group("Decide pivots waiting for a person.")
 

@@ -1,6 +1,6 @@
 """``pivotal sagas bulk ACT``: abort, rerun or retry the dead letters of every saga a search
-selects (``pivotal.bulk``), with the filters of ``sagas list``. ``--dry-run`` shows how many
-and which, changing nothing; otherwise a terminal is asked to confirm and anything else
+selects (``pivotal.operations.bulk``), with the filters of ``sagas list``. ``--dry-run`` shows how
+many and which, changing nothing; otherwise a terminal is asked to confirm and anything else
 must say ``--yes``. Registered by ``pivotal.cli.sagas``."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from pivotal import bulk
 from pivotal.cli._filters import Filters, searching
 from pivotal.cli._shared import (
     MAX_NAME,
@@ -27,6 +26,7 @@ from pivotal.cli._shared import (
     writing,
 )
 from pivotal.errors import InvalidInput
+from pivotal.operations import bulk
 from pivotal.store.search import SagaFilter
 from pivotal.terminal import printable
 

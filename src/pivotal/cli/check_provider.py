@@ -10,13 +10,13 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
-from pivotal.app import load_app
 from pivotal.cli._shared import JsonFlag, WideFlag, dump, err, finite, run, settings_of
 from pivotal.cli._shared import show as print_view
+from pivotal.declarations.app import load_app
 from pivotal.errors import InvalidInput
 from pivotal.provider_check import CheckReport, Options, SandboxFile, Verdict, check_provider
-from pivotal.render import FittedTable
 from pivotal.terminal import safe_text
+from pivotal.views.render import FittedTable
 
 DAY = 86_400.0
 STYLE = {

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 import typer
 
-from pivotal import render
 from pivotal.cli._shared import (
     AllFlag,
     JsonFlag,
@@ -27,6 +26,7 @@ from pivotal.cli._shared import (
     writing,
 )
 from pivotal.errors import InvalidInput
+from pivotal.views import render
 
 dead_letters = new_group("Undos that could not run.")
 LetterId = Annotated[int, typer.Argument(metavar="ID", help="The dead letter's id.")]

@@ -19,12 +19,12 @@ from typing import Annotated, Any
 
 import typer
 
-from pivotal import worker_wait
 from pivotal.cli._children import pivotal_child
 from pivotal.cli._shared import Create, JsonFlag, Settings, brief, check_ledger, settings_of
 from pivotal.errors import AppLoadError, InvalidInput, PivotalError
 from pivotal.ports import bind
 from pivotal.store import migrate_ledger, open_store, sqlite_path
+from pivotal.views import worker_wait
 
 Say = Callable[..., None]  # say(event, message, **fields)
 DEV_DB = "sqlite:///.pivotal-dev/pivotal.db"
@@ -247,7 +247,7 @@ def _wait_for_change(
 def worker_gone(say: Say, base: Sequence[str], pid: int) -> None:
     """Said when dev's worker (process ``pid``) exited by itself: whether another worker is
     alive over the ledger (by its heartbeats, on the ledger's clock), else what to run."""
-    from pivotal.worker import default_name  # the name dev's worker had
+    from pivotal.operations.worker import default_name  # the name dev's worker had
 
     ours = default_name(pid)
     others = [name for name in _alive(base[1]) if name != ours]

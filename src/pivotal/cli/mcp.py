@@ -93,8 +93,8 @@ def mcp(
                 return
             import uvicorn
 
+            from pivotal.cli.listeners import listener
             from pivotal.cli.serve import uvicorn_config
-            from pivotal.listeners import listener
             from pivotal.ports import bind
             from pivotal.server.edge import Edge
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from pivotal import saga_actions, saga_ids
+from pivotal.admission.validation import validate_bounded
 from pivotal.cli import _processes, _progress, _stopping
 from pivotal.cli._shared import (
     EXAMPLE,
@@ -40,14 +40,15 @@ from pivotal.cli._shared import (
 )
 from pivotal.cli.outbox import RelayOptions, relay_beside, webhook_secret
 from pivotal.cli.sagas import print_saga
+from pivotal.declarations.plan import parse_plan
 from pivotal.errors import InvalidInput, PlanRejected
 from pivotal.observability.metrics import PivotalMetrics
-from pivotal.orchestrator import Orchestrator
-from pivotal.plan import parse_plan
-from pivotal.state import Event, SagaState, SagaStatus, StepStatus
+from pivotal.operations.worker import Sweeper, SweepReport, Worker, WorkerConfig, default_name
+from pivotal.orchestration.orchestrator import Orchestrator
+from pivotal.sagas import saga_ids
+from pivotal.sagas.state import Event, SagaState, SagaStatus, StepStatus
 from pivotal.store import StoredSaga, migrate_ledger, sqlite_path
-from pivotal.validation import validate_bounded
-from pivotal.worker import Sweeper, SweepReport, Worker, WorkerConfig, default_name
+from pivotal.views import saga_actions
 
 # How `pivotal execute` ends, by the saga's status; 15: not at rest yet (a worker goes on).
 EXECUTE_EXIT = {
@@ -420,9 +421,9 @@ async def _metrics_endpoint(
     if metrics is None or port is None:
         yield
         return
-    from pivotal.listeners import listener
-    from pivotal.observability.metrics_endpoint import MetricsEndpoint
+    from pivotal.cli.listeners import listener
     from pivotal.server.edge import Edge
+    from pivotal.server.metrics_endpoint import MetricsEndpoint
 
     metrics.expect(c.name for c in orch.app)
     edge = Edge(allowed_hosts=hosts)

@@ -39,12 +39,12 @@ from pivotal.cli._shared import (
 )
 from pivotal.clock import Clock
 from pivotal.errors import InvalidInput, PivotalError
-from pivotal.outbox import Message
+from pivotal.operations.relay import CallableSink, Relay, RelayReport, Settled, Sink
 from pivotal.redaction import redact
-from pivotal.relay import CallableSink, Relay, RelayReport, Settled, Sink
-from pivotal.render import FittedTable
+from pivotal.sagas.outbox import Message
 from pivotal.store import Store
 from pivotal.terminal import safe_text
+from pivotal.views.render import FittedTable
 
 outbox = new_group("Messages committed with the sagas, and their delivery.")
 
@@ -150,7 +150,7 @@ def outbox_replay(
 @outbox.command("new-secret")
 def outbox_new_secret(as_json: JsonFlag = False) -> None:
     """Print a new webhook secret (whsec_...) to give the receiver and the relay."""
-    from pivotal.webhooks import new_secret
+    from pivotal.operations.webhooks import new_secret
 
     secret = new_secret()
     if as_json:
@@ -220,7 +220,7 @@ async def _sinks(
     if webhook is None:
         yield sinks
         return
-    from pivotal.webhooks import UnsafeWebhookURL, WebhookSink
+    from pivotal.operations.webhooks import UnsafeWebhookURL, WebhookSink
 
     assert secret is not None
     try:

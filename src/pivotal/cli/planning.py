@@ -8,7 +8,6 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from pivotal.app import trusted_facts
 from pivotal.cli._shared import (
     AllFlag,
     Create,
@@ -31,7 +30,8 @@ from pivotal.cli._shared import (
     valid_id,
     writing,
 )
-from pivotal.plan import parse_plan
+from pivotal.declarations.app import trusted_facts
+from pivotal.declarations.plan import parse_plan
 from pivotal.planning.base import PlanRequest, Scalar
 from pivotal.planning.errors import EscalationNotFound, RequestInvalid, RunNotFound
 from pivotal.planning.escalations import resolve_escalation
@@ -41,11 +41,16 @@ from pivotal.planning.loop import resolve_catalogue as _resolve
 from pivotal.planning.records import EscalationStatus, PlanningMode, PlanningRun
 from pivotal.planning.shadow import ShadowReport, read_requests, run_shadow, shadow_report
 from pivotal.planning.spec import SPECS, planner_from_spec
-from pivotal.planning.views import escalation_view, escalations_table, run_view, shadow_report_view
-from pivotal.render import status_text
-from pivotal.state import SagaState, SagaStatus
+from pivotal.sagas.state import SagaState, SagaStatus
 from pivotal.store import count_rows
 from pivotal.terminal import safe_text
+from pivotal.views.planning_view import (
+    escalation_view,
+    escalations_table,
+    run_view,
+    shadow_report_view,
+)
+from pivotal.views.render import status_text
 
 escalations = new_group("Requests no planner could turn into a valid plan, waiting for a person.")
 shadow = new_group("Plan and score requests with the validator; execute nothing.")

@@ -21,9 +21,10 @@ from pivotal.cli._shared import (
     settings_of,
 )
 from pivotal.cli._shared import show as print_view
-from pivotal.plan import Provenance
-from pivotal.render import FittedTable, status_text, when
-from pivotal.report import (
+from pivotal.declarations.plan import Provenance
+from pivotal.terminal import printable, safe_text
+from pivotal.views.render import FittedTable, status_text, when
+from pivotal.views.report import (
     DEFAULT_LIMIT,
     REVIEWED,
     CauseGroup,
@@ -32,7 +33,6 @@ from pivotal.report import (
     Report,
     build_report,
 )
-from pivotal.terminal import printable, safe_text
 
 
 def register(cli: typer.Typer) -> None:

@@ -14,8 +14,6 @@ from rich.console import Group
 from rich.live import Live
 from rich.text import Text
 
-from pivotal import progress as live_progress
-from pivotal import render, saga_actions, worker_wait
 from pivotal.cli import _watch as watch
 from pivotal.cli import bulk
 from pivotal.cli._filters import Filters, searching
@@ -42,13 +40,15 @@ from pivotal.cli._shared import (
 )
 from pivotal.cli.searches import By, person
 from pivotal.errors import SagaNotFound
-from pivotal.fork import parse_edit
-from pivotal.state import Event, SagaState
+from pivotal.orchestration.fork import parse_edit
+from pivotal.sagas import progress as live_progress
+from pivotal.sagas.state import Event, SagaState
 from pivotal.store import Store, StoredSaga, count_rows
 from pivotal.store.saved import filters_of
 from pivotal.store.search import FIELDS, InvalidFilter, SagaFilter
 from pivotal.store.search import MAX_LIMIT as MAX_SEARCH
 from pivotal.terminal import printable
+from pivotal.views import render, saga_actions, worker_wait
 
 sagas = new_group(
     "Inspect sagas; resume or resolve one that waits for a person; abort one before its "

@@ -28,9 +28,9 @@ from pivotal.cli._shared import (
     settings_of,
     show,
 )
-from pivotal.render import FittedTable, when
 from pivotal.store.saved import SavedSearch, not_found
 from pivotal.terminal import printable, safe_text
+from pivotal.views.render import FittedTable, when
 
 searches = new_group(
     "Your saved searches of the sagas, by name (the same the Sagas page and /v1/searches "

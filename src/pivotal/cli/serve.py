@@ -14,7 +14,7 @@ import typer
 
 from pivotal.cli._shared import Create, JsonFlag, dump, run, settings_of, writing
 from pivotal.observability.logs import ASGIApp, LogFormat, configure_logging
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 
 if TYPE_CHECKING:
     import uvicorn
@@ -150,7 +150,7 @@ def serve(
     settings = settings_of(ctx)
 
     async def work() -> None:
-        from pivotal.listeners import listener
+        from pivotal.cli.listeners import listener
         from pivotal.server.auth import trust_proxy_header as trust
         from pivotal.server.edge import Edge
 

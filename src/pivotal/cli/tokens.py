@@ -26,11 +26,11 @@ from pivotal.cli._shared import (
     show,
 )
 from pivotal.errors import InvalidInput, NameTaken
-from pivotal.principals import Role, canonical_person, hash_token, names_someone, new_token
-from pivotal.render import FittedTable
+from pivotal.people.principals import Role, canonical_person, hash_token, names_someone, new_token
 from pivotal.store import open_store
 from pivotal.store.base import Token
 from pivotal.terminal import safe_text
+from pivotal.views.render import FittedTable
 
 tokens = new_group("Bearer tokens of the HTTP API (pivotal serve).")
 Name = Annotated[

@@ -23,10 +23,10 @@ from pivotal.cli._shared import (
 )
 from pivotal.clock import SystemClock
 from pivotal.moments import age
-from pivotal.render import FittedTable, when
 from pivotal.store.base import WorkerInfo
 from pivotal.terminal import safe_text
-from pivotal.worker_view import describe, leases_text
+from pivotal.views.render import FittedTable, when
+from pivotal.views.worker_view import describe, leases_text
 
 STATE_STYLES = {"alive": "green", "stale": "yellow", "stopped": "dim"}
 

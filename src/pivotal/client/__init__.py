@@ -1,6 +1,6 @@
 """A typed client of Pivotal's HTTP API (``pivotal serve``), over httpx: ``Client``, and
 ``AsyncClient`` for asyncio, each answer as the server's own answer shapes
-(``pivotal.server.views``; an agent's view of its saga, ``pivotal.agent_view.SagaView``).
+(``pivotal.server.views``; an agent's view of its saga, ``pivotal.views.agent_view.SagaView``).
 
 A submission is idempotent by its saga id, which the client makes before the first attempt
 when none is given, so that a submission sent again after a lost answer records one saga.

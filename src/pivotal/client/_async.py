@@ -10,12 +10,12 @@ from typing import Any, Self, TypeVar, Unpack
 
 import httpx
 
-from pivotal import saga_ids
-from pivotal.agent_view import SagaView as AgentSagaView
 from pivotal.client import _calls as calls
 from pivotal.client._calls import Attempts, Backoff, Listed, PlanLike, SagaFilters
 from pivotal.client._errors import UnexpectedReply
+from pivotal.sagas import saga_ids
 from pivotal.server import views
+from pivotal.views.agent_view import SagaView as AgentSagaView
 
 R = TypeVar("R")
 

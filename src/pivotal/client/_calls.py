@@ -34,7 +34,6 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from pivotal.agent_view import SagaView as AgentSagaView
 from pivotal.client._errors import (
     ClientError,
     OutcomeUnknown,
@@ -43,9 +42,10 @@ from pivotal.client._errors import (
     api_error,
     shadowed,
 )
+from pivotal.declarations.plan import Plan
 from pivotal.errors import InvalidInput
-from pivotal.plan import Plan
 from pivotal.server import views
+from pivotal.views.agent_view import SagaView as AgentSagaView
 
 PlanLike = Plan | Mapping[str, Any] | str | bytes
 M = TypeVar("M", bound=BaseModel)

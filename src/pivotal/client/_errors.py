@@ -16,18 +16,18 @@ from typing import Any, cast
 
 # Imported for their error classes: the API answers with these codes, among those of
 # ``pivotal.errors`` (``pivotal.server.errors`` gives each its status).
-import pivotal.bulk
 import pivotal.engine.by_hand
 import pivotal.engine.resuming
-import pivotal.fork
-import pivotal.report
-import pivotal.rerun
-import pivotal.saga_actions
+import pivotal.operations.bulk
+import pivotal.orchestration.fork
+import pivotal.orchestration.rerun
 import pivotal.store.planning_records
 import pivotal.store.saved
-import pivotal.store.search  # noqa: F401
+import pivotal.store.search
+import pivotal.views.report
+import pivotal.views.saga_actions  # noqa: F401
+from pivotal.declarations.plan_errors import ErrorCode, PlanError
 from pivotal.errors import PivotalError, PlanRejected, RolloutRefused, RolloutShadowed
-from pivotal.plan_errors import ErrorCode, PlanError
 from pivotal.server.api_errors import Forbidden, NotFound, Unauthorized
 
 HTTP_ERROR = "http_error"  # the code of an error answer that is not Pivotal's JSON body

@@ -6,17 +6,24 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from pivotal.catalogue import NothingToUndo, Partial
+from pivotal.declarations.catalogue import NothingToUndo, Partial
+from pivotal.declarations.holds import lapsed_since
+from pivotal.declarations.retry import Outcome, classify
 from pivotal.engine import by_hand
 from pivotal.engine.calls import Abandoned
 from pivotal.engine.forward import _RETURNED, Forward, _open, _repeatable
 from pivotal.engine.machine import MAY_HAVE_LANDED, Do, End, Facts, Phase, Tick, decide, may_start
 from pivotal.engine.values import _note, _outcome_name, describe, jsonable
-from pivotal.holds import lapsed_since
 from pivotal.hooks import Point
 from pivotal.moments import moment
-from pivotal.retry import Outcome, classify
-from pivotal.state import UNDO_SETTLED, EventType, SagaState, SagaStatus, StepStatus, UndoStatus
+from pivotal.sagas.state import (
+    UNDO_SETTLED,
+    EventType,
+    SagaState,
+    SagaStatus,
+    StepStatus,
+    UndoStatus,
+)
 from pivotal.tracebacks import from_exception
 
 _UNDO_ENDED = (UndoStatus.DONE, UndoStatus.PARTIAL, UndoStatus.LAPSED, UndoStatus.RESOLVED)
@@ -240,7 +247,8 @@ class Backward(Forward):
 
     async def _lapsed(self, index: int) -> bool:
         """True when the step's effect is a hold that has certainly lapsed on its own: its
-        undo is then recorded as lapsed, and nothing is called (see ``pivotal.holds``)."""
+        undo is then recorded as lapsed, and nothing is called (see
+        ``pivotal.declarations.holds``)."""
         step, rec = self.step_of(index), self.state.steps[index]
         since = lapsed_since(step, rec, self.catalogue.doubt_grace)
         if since is None or self.clock.now() < since:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pivotal.engine.machine import Do, Facts, Phase, Tick, decide
 from pivotal.errors import SagaConflict
 from pivotal.moments import moment
-from pivotal.state import SagaState, StepRecord, StepStatus, UndoStatus
+from pivotal.sagas.state import SagaState, StepRecord, StepStatus, UndoStatus
 
 
 class MayStillLand(SagaConflict):

@@ -10,15 +10,15 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
-from pivotal.catalogue import Step, StepContext, StepKind, action_key, undo_key
+from pivotal.declarations.catalogue import Step, StepContext, StepKind, action_key, undo_key
 from pivotal.engine.journal import Journal, Suspended
 from pivotal.engine.machine import Found
+from pivotal.engine.telemetry import Call
 from pivotal.engine.values import jsonable
 from pivotal.errors import LeaseLost, StoreError
 from pivotal.hooks import Point
-from pivotal.progress import Reporter
-from pivotal.state import EventType, SagaStatus
-from pivotal.telemetry import Call
+from pivotal.sagas.progress import Reporter
+from pivotal.sagas.state import EventType, SagaStatus
 
 log = logging.getLogger("pivotal.engine")
 _COMPENSABLE = StepKind.COMPENSABLE.value

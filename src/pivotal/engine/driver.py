@@ -15,7 +15,7 @@ from pivotal.engine.journal import Suspended
 from pivotal.engine.machine import Do, Facts, Outcome, Phase, decide
 from pivotal.errors import VersionConflict
 from pivotal.hooks import Point
-from pivotal.state import EventType, SagaState, SagaStatus, StepStatus
+from pivotal.sagas.state import EventType, SagaState, SagaStatus, StepStatus
 
 __all__ = ["Driver"]
 

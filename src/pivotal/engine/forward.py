@@ -8,16 +8,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from pivotal.catalogue import Step, StepContext, StepKind
+from pivotal.declarations.catalogue import Step, StepContext, StepKind
+from pivotal.declarations.retry import Outcome, RetryPolicy, classify
 from pivotal.engine.calls import Abandoned, Calls, Cancelled
 from pivotal.engine.journal import Suspended
 from pivotal.engine.machine import MAY_HAVE_LANDED, Do, End, Facts, Found, Phase, decide, may_start
 from pivotal.engine.values import _outcome_name, describe, jsonable
 from pivotal.hooks import Point
 from pivotal.moments import moment
-from pivotal.outbox import ANNOUNCE_FAILED, checked_announcements
-from pivotal.retry import Outcome, RetryPolicy, classify
-from pivotal.state import EventType, StepStatus
+from pivotal.sagas.outbox import ANNOUNCE_FAILED, checked_announcements
+from pivotal.sagas.state import EventType, StepStatus
 from pivotal.tracebacks import from_exception
 
 _OUTCOME_REACHED = (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.UNKNOWN)

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from pivotal.engine.journal import Journal, point_of_no_return
-from pivotal.engine.machine import Approval, Do, Facts, Phase, decide
-from pivotal.engine.values import describe, describe_value
-from pivotal.exposure import (
+from pivotal.admission.validation import Recheck, recheck_bounded
+from pivotal.declarations.exposure import (
     Exposure,
     NoRate,
     TooMany,
@@ -16,12 +14,14 @@ from pivotal.exposure import (
     reserved_by_others,
     subject_kind,
 )
-from pivotal.holds import cover, expiry_cause
+from pivotal.declarations.holds import cover, expiry_cause
+from pivotal.declarations.plan import ActorType
+from pivotal.declarations.policy import DAY, ApprovalRequirement, Window
+from pivotal.engine.journal import Journal, point_of_no_return
+from pivotal.engine.machine import Approval, Do, Facts, Phase, decide
+from pivotal.engine.values import describe, describe_value
 from pivotal.moments import moment
-from pivotal.plan import ActorType
-from pivotal.policy import DAY, ApprovalRequirement, Window
-from pivotal.state import ApprovalStatus, EventType, SagaState, StepStatus
-from pivotal.validation import Recheck, recheck_bounded
+from pivotal.sagas.state import ApprovalStatus, EventType, SagaState, StepStatus
 
 
 def gate_of(state: SagaState, before: Collection[str] = ()) -> int | None:
@@ -137,7 +137,7 @@ class Gates(Journal):
     async def _held(self, unit: list[int]) -> bool:
         """Before the point of no return begins: True when every hold made before it is
         certainly in place until its call must end; else the saga compensates (nothing of
-        the pivot was called), naming the hold. See ``pivotal.holds``."""
+        the pivot was called), naming the hold. See ``pivotal.declarations.holds``."""
         pnr = self.no_return
         if pnr not in unit or self.state.steps[pnr].status is not StepStatus.PENDING:
             return True

@@ -13,15 +13,17 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from pivotal.catalogue import Catalogue, Step, StepKind
+from pivotal.admission.validation import Checked, FactSource
 from pivotal.clock import Clock
+from pivotal.declarations.catalogue import Catalogue, Step, StepKind
+from pivotal.declarations.exposure import NO_RATES, Rates
+from pivotal.declarations.plan import Plan, Provenance
+from pivotal.engine.telemetry import Observers, Telemetry
 from pivotal.engine.values import describe
 from pivotal.errors import StoreError, VersionConflict
-from pivotal.exposure import NO_RATES, Rates
 from pivotal.hooks import Hook
-from pivotal.plan import Plan, Provenance
 from pivotal.records import quick_init
-from pivotal.state import (
+from pivotal.sagas.state import (
     Event,
     EventType,
     SagaState,
@@ -32,8 +34,6 @@ from pivotal.state import (
     numbered,
 )
 from pivotal.store.base import Store
-from pivotal.telemetry import Observers, Telemetry
-from pivotal.validation import Checked, FactSource
 
 # the events that record a failed call: each carries the call's ``trace`` (``tracebacks``)
 _TRACED = frozenset(
@@ -238,7 +238,7 @@ class Journal:
         # the app's trusted facts, for validating the plan again before the point of no
         # return and after a wait (None: never re-validated, as by a bare Driver)
         self._facts = facts
-        # the app's exchange rates, for what a plan moves (``pivotal.exposure``)
+        # the app's exchange rates, for what a plan moves (``pivotal.declarations.exposure``)
         self._rates = rates
         # when this process last validated the plan (None: not in this pass; the saga's
         # creation is the last time known)

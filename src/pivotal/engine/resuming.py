@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pivotal.catalogue import StepKind
+from pivotal.declarations.catalogue import StepKind
 from pivotal.engine.journal import point_of_no_return
 from pivotal.engine.machine import Do, Facts, Phase, Standing, decide
 from pivotal.errors import InvalidInput, SagaConflict
-from pivotal.state import SagaState, SagaStatus, StepRecord, StepStatus
+from pivotal.sagas.state import SagaState, SagaStatus, StepRecord, StepStatus
 
 
 class ResumeFromRefused(SagaConflict):

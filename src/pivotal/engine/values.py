@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from pivotal.retry import Outcome
+from pivotal.declarations.retry import Outcome
 
 _NOTE_LIMIT = 2000
 

@@ -22,7 +22,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
-from pivotal.principals import Role, hash_token
+from pivotal.people.principals import Role, hash_token
 from pivotal.store.base import Store
 
 MAX_TOKEN = 512  # characters of a bearer token read, as the HTTP API reads them

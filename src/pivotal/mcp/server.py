@@ -20,8 +20,8 @@ from starlette.applications import Starlette
 from pivotal.mcp.auth import LedgerTokens, auth_settings
 from pivotal.mcp.strict import StrictPlans, strict_lines
 from pivotal.mcp.tools import PlannerTools
-from pivotal.orchestrator import Orchestrator
-from pivotal.principals import Role
+from pivotal.orchestration.orchestrator import Orchestrator
+from pivotal.people.principals import Role
 from pivotal.server.edge import Edge, caller_gate, default_hosts, ledger_tokens, mount
 
 NAME = "pivotal"

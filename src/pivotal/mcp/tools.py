@@ -16,8 +16,8 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema
 
-from pivotal import saga_scope
-from pivotal.agent_view import agent_catalogue
+from pivotal.admission.validation import validate_bounded
+from pivotal.declarations.plan import ActorType, ParallelGroup, Plan, StepCall, parse_plan
 from pivotal.errors import (
     InvalidInput,
     OnBehalfOfRequired,
@@ -28,13 +28,13 @@ from pivotal.errors import (
     RolloutShadowed,
     SagaConflict,
 )
-from pivotal.four_eyes import on_behalf_of_missing, require_on_behalf_of
 from pivotal.mcp import views
 from pivotal.mcp.auth import Caller, caller
-from pivotal.orchestrator import Orchestrator
-from pivotal.plan import ActorType, ParallelGroup, Plan, StepCall, parse_plan
+from pivotal.orchestration.four_eyes import on_behalf_of_missing, require_on_behalf_of
+from pivotal.orchestration.orchestrator import Orchestrator
 from pivotal.planning.render import render_catalogue
-from pivotal.validation import validate_bounded
+from pivotal.views import saga_scope
+from pivotal.views.agent_view import agent_catalogue
 
 
 def _as_text(value: object) -> object:

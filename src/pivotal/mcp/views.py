@@ -1,7 +1,7 @@
 """What the MCP tools answer with: typed results (their output schemas) and the error
 results an agent reads to correct itself.
 
-A saga is shown to an agent as ``pivotal.agent_view`` shows it on every surface."""
+A saga is shown to an agent as ``pivotal.views.agent_view`` shows it on every surface."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from pivotal.agent_view import SagaView as SagaView
-from pivotal.plan_errors import PlanError
-from pivotal.state import SagaStatus
+from pivotal.declarations.plan_errors import PlanError
+from pivotal.sagas.state import SagaStatus
+from pivotal.views.agent_view import SagaView as SagaView
 
 
 class CatalogueEntry(BaseModel):

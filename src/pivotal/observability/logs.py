@@ -24,11 +24,11 @@ from typing import IO, Any
 
 from pythonjsonlogger.json import JsonFormatter
 
-from pivotal import saga_ids
+from pivotal.engine.telemetry import Call, Telemetry
 from pivotal.moments import age
 from pivotal.redaction import redact
-from pivotal.state import Event, SagaState
-from pivotal.telemetry import Call, Telemetry
+from pivotal.sagas import saga_ids
+from pivotal.sagas.state import Event, SagaState
 from pivotal.terminal import printable
 
 __all__ = [

@@ -25,12 +25,11 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from pivotal.engine.telemetry import Call, Telemetry
 from pivotal.observability.metrics_ledger import LedgerGauges
-from pivotal.outbox import Message
-from pivotal.relay import OUTCOMES
-from pivotal.state import ApprovalStatus, Event, EventType, SagaState
+from pivotal.sagas.outbox import OUTCOMES, Message
+from pivotal.sagas.state import ApprovalStatus, Event, EventType, SagaState
 from pivotal.store.base import Store
-from pivotal.telemetry import Call, Telemetry
 
 log = logging.getLogger("pivotal.metrics")
 

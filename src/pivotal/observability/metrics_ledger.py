@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pivotal.state import SagaStatus
+from pivotal.sagas.state import SagaStatus
 from pivotal.store.base import OpsSnapshot
 
 

@@ -21,10 +21,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pivotal.engine.telemetry import Call, Telemetry
 from pivotal.errors import PivotalError
 from pivotal.observability.logs import ASGIApp, Message, Receive, Scope, Send, saga_in_path
-from pivotal.state import Event, EventType, SagaState, SagaStatus
-from pivotal.telemetry import Call, Telemetry
+from pivotal.sagas.state import Event, EventType, SagaState, SagaStatus
 
 _MISSING: ImportError | None
 try:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pivotal import four_eyes
+from pivotal.admission.validation import Recheck, recheck_bounded
 from pivotal.clock import synced
+from pivotal.declarations.holds import expiry_cause
 from pivotal.engine import point_of_no_return
 from pivotal.errors import (
     ApprovalError,
@@ -16,12 +17,11 @@ from pivotal.errors import (
     StaleApproval,
     VersionConflict,
 )
-from pivotal.holds import expiry_cause
+from pivotal.orchestration import four_eyes
 from pivotal.orchestration.letters import Letters
-from pivotal.principals import names_someone
-from pivotal.state import ApprovalStatus, EventType, SagaState, SagaStatus, StepStatus
+from pivotal.people.principals import names_someone
+from pivotal.sagas.state import ApprovalStatus, EventType, SagaState, SagaStatus, StepStatus
 from pivotal.store.base import StoredSaga
-from pivotal.validation import Recheck, recheck_bounded
 
 
 class Decisions(Letters):
@@ -166,7 +166,7 @@ class Decisions(Letters):
         saga awaiting approval is rejected instead, and past the point of no return nothing
         is undone. The write is fenced by version: a pass running meanwhile reloads.
         ``search``: the query of the search that selected it, when one act aborted many
-        (``pivotal.bulk``), kept in the event's data."""
+        (``pivotal.operations.bulk``), kept in the event's data."""
         await synced(self.clock)  # times below are the ledger's
         if not names_someone(by) or not reason.strip():
             raise InvalidInput("aborting a saga needs who aborted it and why")

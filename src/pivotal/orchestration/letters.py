@@ -11,8 +11,8 @@ from typing import Any
 from pivotal.clock import synced
 from pivotal.errors import InvalidInput, VersionConflict
 from pivotal.orchestration.submitting import Submitting
-from pivotal.principals import names_someone
-from pivotal.state import Event, EventType
+from pivotal.people.principals import names_someone
+from pivotal.sagas.state import Event, EventType
 from pivotal.store.base import DeadLetter
 
 # one logger for the orchestrator, whichever floor speaks

@@ -13,19 +13,19 @@ from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import replace
 
-from pivotal.app import App
-from pivotal.catalogue import Catalogue
+from pivotal.admission.validation import Checked
 from pivotal.clock import Clock, SystemClock, follow_ledger, synced
+from pivotal.declarations.app import App
+from pivotal.declarations.catalogue import Catalogue
+from pivotal.declarations.serving import unserved
 from pivotal.engine import Creation, Driver, RunOptions
+from pivotal.engine.telemetry import Observers, Telemetry
 from pivotal.errors import InvalidInput, SagaNotFound, SagaUnserved
 from pivotal.hooks import Hook
-from pivotal.lease import Lease, LeaseKeeper
 from pivotal.provider_check.model import recorded_drift
-from pivotal.serving import unserved
-from pivotal.state import SagaState, SagaStatus
+from pivotal.sagas.lease import Lease, LeaseKeeper
+from pivotal.sagas.state import SagaState, SagaStatus
 from pivotal.store.base import Store, StoredSaga
-from pivotal.telemetry import Observers, Telemetry
-from pivotal.validation import Checked
 
 # one logger for the orchestrator, whichever floor speaks
 log = logging.getLogger("pivotal.orchestrator")

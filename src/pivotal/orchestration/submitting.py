@@ -7,19 +7,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable
 
-from pivotal import saga_ids
 from pivotal.admission import Given, admit
+from pivotal.admission.validation import Checked
 from pivotal.clock import synced
+from pivotal.declarations.plan import Plan
+from pivotal.declarations.serving import catalogue_digest
 from pivotal.engine import AlreadyCreated, Creation, RunOptions
 from pivotal.errors import InvalidInput, PlanRejected, SagaConflict, StoreError
-from pivotal.lease import Lease
 from pivotal.orchestration.running import Running, _trace
-from pivotal.plan import Plan
-from pivotal.principals import names_someone
-from pivotal.serving import catalogue_digest
-from pivotal.state import Event, EventType, SagaState, apply
+from pivotal.people.principals import names_someone
+from pivotal.sagas import saga_ids
+from pivotal.sagas.lease import Lease
+from pivotal.sagas.state import Event, EventType, SagaState, apply
 from pivotal.store.base import StoredSaga
-from pivotal.validation import Checked
 
 
 class Submitting(Running):
@@ -132,6 +132,7 @@ class Submitting(Running):
         catalogue = self.app.catalogue(plan.catalogue)
         given = Given(
             plan,
+            plan.digest(),
             saga_id,
             catalogue,
             catalogue_digest(catalogue),

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from pivotal.declarations.plan import ActorType, Plan, Provenance
 from pivotal.errors import InvalidInput
-from pivotal.orchestrator import Orchestrator
-from pivotal.plan import ActorType, Plan, Provenance
+from pivotal.orchestration.orchestrator import Orchestrator
+from pivotal.people.principals import names_someone
 from pivotal.planning.errors import EscalationClosed, EscalationNotFound
 from pivotal.planning.records import Escalation, EscalationStatus
-from pivotal.principals import names_someone
-from pivotal.state import SagaState
+from pivotal.sagas.state import SagaState
 from pivotal.store.base import Store
 
 

@@ -8,9 +8,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pivotal.app import App
-from pivotal.catalogue import Catalogue
+from pivotal.admission.validation import FactSource, validate_bounded
 from pivotal.clock import Clock, SystemClock
+from pivotal.declarations.app import App
+from pivotal.declarations.catalogue import Catalogue
+from pivotal.declarations.plan import Plan, Provenance
 from pivotal.errors import (
     InvalidInput,
     PlanRejected,
@@ -18,8 +20,7 @@ from pivotal.errors import (
     RolloutShadowed,
     SubjectRequired,
 )
-from pivotal.orchestrator import Orchestrator
-from pivotal.plan import Plan, Provenance
+from pivotal.orchestration.orchestrator import Orchestrator
 from pivotal.planning.base import (
     Attempt,
     AttemptError,
@@ -32,7 +33,6 @@ from pivotal.planning.errors import PlannerError
 from pivotal.planning.records import PlanningMode, PlanningOutcome, PlanningRun, new_run_id
 from pivotal.planning.render import CatalogueView, render_catalogue
 from pivotal.store.base import Store
-from pivotal.validation import FactSource, validate_bounded
 
 DEFAULT_MAX_REPLANS = 2
 MAX_PLAN_CHARS = 64_000  # a proposal larger than this is refused unread

@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 
+from pivotal.declarations.plan import ActorType, strict_json
 from pivotal.errors import PlanParseError
-from pivotal.plan import ActorType, strict_json
 from pivotal.planning.base import PlannerInfo, PlannerTurn, Proposal
 from pivotal.planning.errors import (
     PlannerConfigError,

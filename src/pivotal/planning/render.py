@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pivotal.catalogue import Catalogue, Step, StepKind
+from pivotal.declarations.catalogue import Catalogue, Step, StepKind
 
 KIND_RULES: Mapping[StepKind, str] = {
     StepKind.COMPENSABLE: (

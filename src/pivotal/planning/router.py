@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pivotal.plan import ActorType
+from pivotal.declarations.plan import ActorType
 from pivotal.planning.base import Planner, PlannerInfo, PlannerTurn, Proposal
 from pivotal.planning.errors import NoRuleMatched
 from pivotal.planning.rules import RulePlanner

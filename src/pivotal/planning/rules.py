@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pivotal.plan import ActorType
+from pivotal.declarations.plan import ActorType
 from pivotal.planning.base import PlannerInfo, PlannerTurn, PlanRequest, Proposal
 from pivotal.planning.errors import NoRuleMatched
 

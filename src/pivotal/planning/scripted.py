@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pivotal.plan import ActorType
+from pivotal.declarations.plan import ActorType
 from pivotal.planning.base import PlannerInfo, PlannerTurn, Proposal
 from pivotal.planning.errors import PlannerConfigError, PlannerError
 

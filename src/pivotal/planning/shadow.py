@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from pivotal.app import App
 from pivotal.clock import Clock, SystemClock
+from pivotal.declarations.app import App
 from pivotal.errors import InvalidInput, PlanRejected
 from pivotal.planning.base import Planner, PlanRequest
 from pivotal.planning.errors import RequestInvalid

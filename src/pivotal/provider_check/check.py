@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pivotal.app import App
-from pivotal.catalogue import Catalogue, Step
 from pivotal.clock import Clock
+from pivotal.declarations.app import App
+from pivotal.declarations.catalogue import Catalogue, Step
 from pivotal.errors import InvalidInput
 from pivotal.provider_check.model import (
     CheckReport,

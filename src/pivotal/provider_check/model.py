@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pivotal.declarations.retry import RetryPolicy
 from pivotal.errors import InvalidInput
-from pivotal.retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from pivotal.catalogue import Catalogue, Step
+    from pivotal.declarations.catalogue import Catalogue, Step
 
 
 MAX_FILE = 1 << 20  # bytes read at most from a sandbox or findings file

@@ -18,8 +18,9 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from pivotal.catalogue import Catalogue, Step, StepContext, action_key, undo_key
 from pivotal.clock import Clock
+from pivotal.declarations.catalogue import Catalogue, Step, StepContext, action_key, undo_key
+from pivotal.declarations.retry import Outcome, classify
 from pivotal.kinds import StepKind
 from pivotal.provider_check.model import (
     ORDER,
@@ -32,7 +33,6 @@ from pivotal.provider_check.model import (
     reuse_span,
     suggested,
 )
-from pivotal.retry import Outcome, classify
 
 # the index of each probe's key within a step's check
 REPLAY, CONCURRENT, UNMADE_LOOKUP, UNMADE_UNDO = range(4)

@@ -6,11 +6,12 @@ from collections.abc import Iterable, Sequence
 
 from fastapi import FastAPI
 
-from pivotal.app import App
-from pivotal.catalogue import Catalogue
 from pivotal.clock import Clock, SystemClock
+from pivotal.declarations.app import App
+from pivotal.declarations.catalogue import Catalogue
+from pivotal.engine.telemetry import Telemetry
 from pivotal.observability.metrics import PivotalMetrics
-from pivotal.orchestrator import Orchestrator
+from pivotal.orchestration.orchestrator import Orchestrator
 from pivotal.server import errors, pages
 from pivotal.server.context import Context
 from pivotal.server.edge import Edge, mount
@@ -31,7 +32,6 @@ from pivotal.server.routes import (
 from pivotal.server.routes import metrics as metrics_route
 from pivotal.server.timeouts import BODY_TIMEOUT, HEADER_TIMEOUT, MIN_BODY_RATE
 from pivotal.store.base import Store
-from pivotal.telemetry import Telemetry
 
 DESCRIPTION = (
     "Agents validate and submit plans; approvers decide pivots; operators settle what waits "

@@ -26,7 +26,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.datastructures import Headers
 
-from pivotal.principals import MAX_PERSON, Role, hash_token
+from pivotal.people.principals import MAX_PERSON, Role, hash_token
 from pivotal.server.context import Context, context
 from pivotal.server.errors import Forbidden, Unauthorized
 from pivotal.server.peers import from_trusted_proxy, trust_proxies

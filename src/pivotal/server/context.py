@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from pivotal.clock import Clock
-from pivotal.orchestrator import Orchestrator
+from pivotal.orchestration.orchestrator import Orchestrator
 from pivotal.store.base import Store
 
 

@@ -1,7 +1,7 @@
 """The edge: what every listener Pivotal serves puts in front of what it serves.
 
 Every HTTP listener (the API and its pages, MCP over HTTP, a worker's metrics endpoint:
-``pivotal.listeners.LISTENERS``) is mounted behind the same layers, outermost first:
+``pivotal.cli.listeners.LISTENERS``) is mounted behind the same layers, outermost first:
 
 * ``guard.Guard``: the allowed hosts (421 for another ``Host``), cross-site refusal (403 for
   a state-changing request from another site) and the headers on every answer;
@@ -29,7 +29,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pivotal.observability.logs import RequestLog
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.server.auth import Principal, bearer_of, token_principal
 from pivotal.server.errors import Unauthorized
 from pivotal.server.guard import LOOPBACK, Guard, answer, normal_hosts
@@ -190,7 +190,7 @@ def edge_of(app: Any) -> Edge:
     """The edge ``mount`` put on ``app``; LookupError when it has none."""
     found = getattr(getattr(app, "state", None), "pivotal_edge", None)
     if not isinstance(found, Edge):
-        raise LookupError("this application has no edge: build it with pivotal.listeners")
+        raise LookupError("this application has no edge: build it with pivotal.cli.listeners")
     return found
 
 

@@ -8,8 +8,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pivotal.progress import Shown, as_json
-from pivotal.state import Event, SagaState, SagaStatus
+from pivotal.sagas.progress import Shown, as_json
+from pivotal.sagas.state import Event, SagaState, SagaStatus
 from pivotal.store.base import DeadLetter, StoredSaga
 
 
@@ -31,8 +31,8 @@ def saga(
     no_worker: str | None = None,
 ) -> dict[str, Any]:
     """Status, steps, the events timeline and provenance of one saga; ``progress``: where
-    its calls stand (``pivotal.progress.live``); ``no_worker``: why it waits for a worker
-    while none is alive (``pivotal.worker_wait.waiting``)."""
+    its calls stand (``pivotal.sagas.progress.live``); ``no_worker``: why it waits for a worker
+    while none is alive (``pivotal.views.worker_wait.waiting``)."""
     state = stored.state
     return outcome(state) | {
         "catalogue": state.catalogue,

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol, Self
 
-from pivotal.outbox import Message
-from pivotal.plan import Plan, Provenance
+from pivotal.declarations.plan import Plan, Provenance
 from pivotal.records import quick_init
-from pivotal.state import ApprovalRecord, Event, SagaState, SagaStatus
+from pivotal.sagas.outbox import Message
+from pivotal.sagas.state import ApprovalRecord, Event, SagaState, SagaStatus
 from pivotal.store.planning_records import (
     Escalation,
     EscalationStatus,

@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pivotal.declarations.plan import ActorType, Plan
+from pivotal.declarations.plan_errors import PlanError
 from pivotal.errors import PivotalError
-from pivotal.plan import ActorType, Plan
-from pivotal.plan_errors import PlanError
 
 Scalar = str | int | float | bool | None
 

@@ -24,7 +24,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from pivotal.errors import PivotalError, SchemaMismatch, StoreError, StoreUnreachable
-from pivotal.state import Event, SagaState
+from pivotal.sagas.state import Event, SagaState
 from pivotal.store import queries as q
 from pivotal.store.pg_merge import pg_sql
 from pivotal.store.pg_writer import PgGroupWriter, stepwise

@@ -7,10 +7,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pivotal.catalogue import undo_key
+from pivotal.declarations.catalogue import undo_key
 from pivotal.jsontext import canonical
-from pivotal.outbox import Message
-from pivotal.state import (
+from pivotal.sagas.outbox import Message
+from pivotal.sagas.state import (
     ApprovalRecord,
     ApprovalStatus,
     Event,

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode
 
 from pivotal.errors import InvalidInput, PivotalError
-from pivotal.principals import canonical_person
+from pivotal.people.principals import canonical_person
 from pivotal.store.search import FIELDS, PAGING, InvalidFilter, SagaFilter, refuse_unknown
 
 MAX_NAME = 80  # characters of a saved search's name

@@ -267,7 +267,7 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX steps_failed ON steps(name, saga_id) WHERE status IN ('failed', 'unknown');
     {provenance_indexes}
     """,
-    # 15: the last progress report of each step's call in progress (``pivotal.progress``):
+    # 15: the last progress report of each step's call in progress (``pivotal.sagas.progress``):
     # JSON with its attempt, when the call began and when it reported.
     """
     ALTER TABLE steps ADD COLUMN progress TEXT;

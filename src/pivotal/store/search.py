@@ -26,10 +26,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
+from pivotal.declarations.plan import ActorType
 from pivotal.errors import InvalidInput
 from pivotal.moments import BadMoment, parse_moment
-from pivotal.plan import ActorType
-from pivotal.state import SagaStatus
+from pivotal.sagas.state import SagaStatus
 
 MAX_TEXT = 200  # characters of any text filter
 MAX_ABOUT = 8  # argument values one search may name

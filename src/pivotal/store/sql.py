@@ -20,12 +20,12 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any, ClassVar
 
+from pivotal.declarations.exposure import still_reserved
+from pivotal.declarations.plan import Plan, Provenance
 from pivotal.errors import LeaseLost, NameTaken, StoreError, VersionConflict
-from pivotal.exposure import still_reserved
-from pivotal.outbox import messages_for
-from pivotal.plan import Plan, Provenance
-from pivotal.principals import canonical_person
-from pivotal.state import ApprovalStatus, Event, SagaState, SagaStatus, StepStatus, UndoStatus
+from pivotal.people.principals import canonical_person
+from pivotal.sagas.outbox import messages_for
+from pivotal.sagas.state import ApprovalStatus, Event, SagaState, SagaStatus, StepStatus, UndoStatus
 from pivotal.store import queries as q
 from pivotal.store import rows, search
 from pivotal.store.base import (

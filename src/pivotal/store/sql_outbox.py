@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pivotal.outbox import Message
+from pivotal.sagas.outbox import Message
 from pivotal.store.primitives import SQLPrimitives, Stmt
 from pivotal.store.queries import OUTBOX_COLUMNS, Dialect
 from pivotal.store.rows import message_from_row

@@ -13,8 +13,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from pivotal.declarations.plan import Plan
 from pivotal.errors import StoreError
-from pivotal.plan import Plan
 from pivotal.store import queries as q
 from pivotal.store.planning_records import (
     Attempt,

@@ -9,13 +9,14 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
-from pivotal.app import App
 from pivotal.clock import Clock, FakeClock
+from pivotal.declarations.app import App
+from pivotal.declarations.plan import Plan
 from pivotal.errors import ApprovalError, LeaseLost, SagaUnserved, StoreError
 from pivotal.hooks import Hook, Point
-from pivotal.orchestrator import Orchestrator
-from pivotal.plan import Plan
-from pivotal.state import ApprovalStatus, SagaState, SagaStatus, UndoStatus
+from pivotal.operations.worker import Sweeper
+from pivotal.orchestration.orchestrator import Orchestrator
+from pivotal.sagas.state import ApprovalStatus, SagaState, SagaStatus, UndoStatus
 from pivotal.store.base import Store
 from pivotal.store.sqlite import SQLiteStore
 from pivotal.testing.crash import CrashAt, CrashSite, SimulatedCrash, Trace
@@ -32,7 +33,6 @@ from pivotal.testing.inflight import (
 from pivotal.testing.invariants import Violation, check_invariants
 from pivotal.testing.probe import EffectProbe
 from pivotal.testing.skew import skewed
-from pivotal.worker import Sweeper
 
 SAGA_ID = "chaos-saga"
 LEASE_TTL = 30.0

@@ -14,12 +14,12 @@ import asyncio
 import math
 import os
 
-from pivotal.app import load_app
+from pivotal.declarations.app import load_app
 from pivotal.hooks import Hook
-from pivotal.orchestrator import Orchestrator
+from pivotal.operations.worker import Worker, WorkerConfig
+from pivotal.orchestration.orchestrator import Orchestrator
 from pivotal.store import open_store
 from pivotal.testing.crash import CrashAt, CrashSite
-from pivotal.worker import Worker, WorkerConfig
 
 
 async def work(

@@ -17,14 +17,14 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pivotal.app import App
-from pivotal.catalogue import Action, Catalogue, Lookup, Step, StepContext, Undo
 from pivotal.clock import Clock
+from pivotal.declarations.app import App
+from pivotal.declarations.catalogue import Action, Catalogue, Lookup, Step, StepContext, Undo
 from pivotal.errors import CatalogueError
 from pivotal.testing.probe import CallSpan
 
 if TYPE_CHECKING:
-    from pivotal.orchestrator import Orchestrator
+    from pivotal.orchestration.orchestrator import Orchestrator
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pivotal.catalogue import StepKind, action_key, undo_key
+from pivotal.declarations.catalogue import StepKind, action_key, undo_key
 from pivotal.engine import point_of_no_return
-from pivotal.state import EventType, SagaState, SagaStatus, StepStatus, UndoStatus, replay
+from pivotal.sagas.state import EventType, SagaState, SagaStatus, StepStatus, UndoStatus, replay
 from pivotal.store.base import Store
 from pivotal.testing.probe import CallProbe, CallSpan, EffectProbe
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from pivotal.declarations.plan import Plan, Provenance
 from pivotal.errors import StoreError
-from pivotal.outbox import Message
-from pivotal.plan import Plan, Provenance
-from pivotal.state import Event, SagaState, SagaStatus
+from pivotal.sagas.outbox import Message
+from pivotal.sagas.state import Event, SagaState, SagaStatus
 from pivotal.store.base import (
     DeadLetter,
     OpsSnapshot,

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 
 from pivotal.errors import LeaseLost, StoreError
 from pivotal.hooks import Point
-from pivotal.orchestrator import Orchestrator
+from pivotal.operations.worker import Sweeper
+from pivotal.orchestration.orchestrator import Orchestrator
 from pivotal.testing.chaos import LEASE_TTL, until_quiet
 from pivotal.testing.crash import CrashSite
 from pivotal.testing.inflight import CURRENT, Process, running_as
 from pivotal.testing.skew import fake_of
-from pivotal.worker import Sweeper
 
 
 @dataclass

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pivotal.app import App
 from pivotal.clock import Clock
+from pivotal.declarations.app import App
 from pivotal.provider_check import CheckReport, Options, SandboxFile, check_provider
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from pivotal.clock import FakeClock
-from pivotal.orchestrator import Orchestrator
+from pivotal.orchestration.orchestrator import Orchestrator
 from pivotal.store import open_store
 from pivotal.testing.chaos import SAGA_ID, ChaosScenario, RunResult, World, recover
 from pivotal.testing.crash import CrashSite

@@ -18,15 +18,15 @@ import contextlib
 import random
 from dataclasses import dataclass, field
 
-from pivotal.catalogue import StepContext
 from pivotal.clock import FakeClock
+from pivotal.declarations.catalogue import StepContext
 from pivotal.errors import LeaseLost, StoreError
-from pivotal.lease import Lease
-from pivotal.orchestrator import Orchestrator
+from pivotal.operations.worker import Sweeper
+from pivotal.orchestration.orchestrator import Orchestrator
+from pivotal.sagas.lease import Lease
 from pivotal.testing.chaos import LEASE_TTL, until_quiet
 from pivotal.testing.inflight import CURRENT, Process, running_as
 from pivotal.testing.skew import fake_of
-from pivotal.worker import Sweeper
 
 
 @dataclass

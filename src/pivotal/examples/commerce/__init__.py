@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from pivotal.app import App
+from pivotal.declarations.app import App
 from pivotal.examples.commerce.catalogues import checkout_catalogue, fulfilment_catalogue
 from pivotal.examples.commerce.faults import Fault, Faults
 from pivotal.examples.commerce.services import CommerceServices

@@ -6,7 +6,7 @@ itself, drives one apology through the email service. The relay delivers that me
 least once; the email is keyed by the message id, so a redelivered message sends nothing
 more.
 
-    from pivotal.relay import CallableSink, Relay
+    from pivotal.operations.relay import CallableSink, Relay
     apology = ApologySender(store, app.services)
     sink = CallableSink(apology, types={APOLOGY_TRIGGER})
     await Relay(store, [sink]).run(until_idle=True)
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from pivotal.declarations.plan import Plan
 from pivotal.errors import PivotalError
 from pivotal.examples.commerce.services import CommerceServices
-from pivotal.outbox import Message
-from pivotal.plan import Plan
+from pivotal.sagas.outbox import Message
 from pivotal.store.base import Store
 
 APOLOGY_TRIGGER = "saga.compensated"

@@ -7,14 +7,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pivotal.catalogue import Catalogue, NothingToUndo, Partial, StepContext
-from pivotal.examples.commerce.services import CommerceServices
-from pivotal.exposure import Moves
-from pivotal.identity import MONEY, Email, Identity, OrderId, Sku
-from pivotal.plan import Plan
-from pivotal.policy import ExposurePolicy, ThresholdPolicy, Window
-from pivotal.retry import RetryPolicy
-from pivotal.rules import (
+from pivotal.declarations.catalogue import Catalogue, NothingToUndo, Partial, StepContext
+from pivotal.declarations.exposure import Moves
+from pivotal.declarations.identity import MONEY, Email, Identity, OrderId, Sku
+from pivotal.declarations.plan import Plan
+from pivotal.declarations.policy import ExposurePolicy, ThresholdPolicy, Window
+from pivotal.declarations.retry import RetryPolicy
+from pivotal.declarations.rules import (
     Agree,
     AtMost,
     Free,
@@ -24,6 +23,7 @@ from pivotal.rules import (
     Required,
     RequiresEarlier,
 )
+from pivotal.examples.commerce.services import CommerceServices
 
 Amount = Annotated[Decimal, MONEY]
 # The value a payment takes: its amount, in its currency, for its order. Declared on the

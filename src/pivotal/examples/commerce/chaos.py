@@ -6,11 +6,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pivotal.declarations.plan import Plan
 from pivotal.examples.commerce import CommerceApp, create_app
 from pivotal.examples.commerce.demo import Scenario, call, checkout_plan, scenarios
 from pivotal.examples.commerce.faults import Fault
 from pivotal.examples.commerce.services import CommerceServices
-from pivotal.plan import Plan
 from pivotal.testing.chaos import ChaosScenario
 from pivotal.testing.probe import CallSpan
 

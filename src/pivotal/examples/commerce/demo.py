@@ -19,20 +19,20 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
 
+from pivotal.declarations.plan import ActorType, Plan, Provenance
 from pivotal.errors import InvalidInput
 from pivotal.examples.commerce import CommerceApp, create_app
 from pivotal.examples.commerce.apology import APOLOGY_TRIGGER, ApologySender
 from pivotal.examples.commerce.faults import Fault, Faults
 from pivotal.examples.commerce.services import CommerceServices
-from pivotal.orchestrator import Orchestrator
-from pivotal.plan import ActorType, Plan, Provenance
+from pivotal.operations.relay import CallableSink, Relay
+from pivotal.orchestration.orchestrator import Orchestrator
 from pivotal.planning import PlanRequest, ScriptedPlanner, plan_and_submit
-from pivotal.planning.views import attempts_table
-from pivotal.relay import CallableSink, Relay
-from pivotal.render import FittedTable, status_text, timeline
-from pivotal.state import Event, EventType, SagaState, SagaStatus
+from pivotal.sagas.state import Event, EventType, SagaState, SagaStatus
 from pivotal.store.base import Store
 from pivotal.store.sqlite import SQLiteStore
+from pivotal.views.planning_view import attempts_table
+from pivotal.views.render import FittedTable, status_text, timeline
 
 PROVENANCE = Provenance(actor_type=ActorType.SYSTEM, actor_id="pivotal-demo", run_id="demo")
 MARKER = ".pivotal-demo"

@@ -1,4 +1,4 @@
-"""Acting on every saga a search selects from the sagas page (``pivotal.bulk``):
+"""Acting on every saga a search selects from the sagas page (``pivotal.operations.bulk``):
 ``POST /ui/sagas/bulk`` with the search (its query, as the page's link has it), the act and
 the reason. The first post only asks: "Abort 37 sagas?", naming them; the answer posts the
 same with what was confirmed (the count and a digest of the ids), and the sagas are acted
@@ -15,9 +15,9 @@ from fastapi import APIRouter, Request
 from starlette.datastructures import FormData
 from starlette.responses import Response
 
-from pivotal import bulk
 from pivotal.errors import InvalidInput
-from pivotal.principals import Role
+from pivotal.operations import bulk
+from pivotal.people.principals import Role
 from pivotal.server.pages.routes import _ctx, _posted, page, refused
 from pivotal.store.search import PAGING, SagaFilter, refuse_unknown
 

@@ -22,10 +22,10 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from pivotal.call_state import CallState
-from pivotal.catalogue import Catalogue, StepKind
-from pivotal.progress import Shown, summary
-from pivotal.state import Event, EventType, SagaState, StepRecord, StepStatus, UndoStatus
+from pivotal.declarations.catalogue import Catalogue, StepKind
+from pivotal.sagas.call_state import CallState
+from pivotal.sagas.progress import Shown, summary
+from pivotal.sagas.state import Event, EventType, SagaState, StepRecord, StepStatus, UndoStatus
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,6 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.datastructures import FormData
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from pivotal import approval_view, bulk, saga_actions, saga_ids, worker_wait
-from pivotal import progress as live_progress
 from pivotal.errors import (
     ApprovalError,
     FourEyesError,
@@ -30,21 +28,25 @@ from pivotal.errors import (
     SagaNotParked,
     VersionConflict,
 )
-from pivotal.fork import parse_edit
-from pivotal.four_eyes import why_not
+from pivotal.operations import bulk
+from pivotal.orchestration.fork import parse_edit
+from pivotal.orchestration.four_eyes import why_not
+from pivotal.people.principals import Role
 from pivotal.planning.escalations import resolve_escalation
-from pivotal.principals import Role
+from pivotal.sagas import progress as live_progress
+from pivotal.sagas import saga_ids
+from pivotal.sagas.state import SagaStatus
 from pivotal.server import limits
 from pivotal.server.context import Context
 from pivotal.server.pages import pictures, session, views
 from pivotal.server.pages.session import Viewer
-from pivotal.state import SagaStatus
 from pivotal.store.planning_records import (
     EscalationClosed,
     EscalationNotFound,
     EscalationStatus,
 )
 from pivotal.store.search import FIELDS, PAGING, SagaFilter, refuse_unknown
+from pivotal.views import approval_view, saga_actions, worker_wait
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from fastapi import Request
 from starlette.responses import Response
 
-from pivotal.principals import Role, canonical_person, hash_token
+from pivotal.people.principals import Role, canonical_person, hash_token
 from pivotal.server.peers import arrived_over_https
 from pivotal.store.base import Store
 

@@ -6,17 +6,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from pivotal import approval_view, render
-from pivotal.catalogue import Catalogue
-from pivotal.overdue import overdue, step_overdue, undo_overdue
-from pivotal.plan import Plan
-from pivotal.progress import Shown
+from pivotal.admission.validation import FactSource
+from pivotal.declarations.catalogue import Catalogue
+from pivotal.declarations.plan import Plan
 from pivotal.redaction import redact
-from pivotal.state import ApprovalStatus, Event, SagaState, StepStatus
+from pivotal.sagas.overdue import overdue, step_overdue, undo_overdue
+from pivotal.sagas.progress import Shown
+from pivotal.sagas.state import ApprovalStatus, Event, SagaState, StepStatus
 from pivotal.store.base import DeadLetter, PendingApproval, StoredSaga
 from pivotal.store.planning_records import Escalation
 from pivotal.tracebacks import last_frame, lines
-from pivotal.validation import FactSource
+from pivotal.views import approval_view, render
 
 when = render.when
 UNDONE = (StepStatus.SUCCEEDED, StepStatus.UNKNOWN, StepStatus.STARTED, StepStatus.RETRY_WAIT)
@@ -110,7 +110,7 @@ def steps(
     now: float | None = None,
 ) -> list[dict[str, Any]]:
     """The saga's steps; given its events, each partial undo with its note; given the
-    reports of calls in progress (``pivotal.progress.live``), each with its own; given the
+    reports of calls in progress (``pivotal.sagas.progress.live``), each with its own; given the
     ledger's time, a retry (of the step, or of its undo) that is overdue, and by how long."""
     args = _args(stored.plan)
     notes = render.undo_notes(events)

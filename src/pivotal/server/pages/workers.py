@@ -10,10 +10,10 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from pivotal.moments import age
-from pivotal.render import when
 from pivotal.server.pages.routes import READERS, SHOWN, _ctx, _who, page
 from pivotal.store.base import WorkerInfo
-from pivotal.worker_view import LEASES_SHOWN, describe
+from pivotal.views.render import when
+from pivotal.views.worker_view import LEASES_SHOWN, describe
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 

@@ -13,15 +13,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from pivotal import progress as live_progress
-from pivotal import saga_actions, saga_scope, worker_wait
-from pivotal.agent_view import SagaView as AgentSagaView
-from pivotal.agent_view import agent_outcome
+from pivotal.admission.validation import validate_bounded
+from pivotal.declarations.plan import ActorType, Plan, parse_plan
 from pivotal.errors import PlanRejected, RolloutShadowed, SagaNotFound
-from pivotal.four_eyes import on_behalf_of_missing, require_on_behalf_of
-from pivotal.plan import ActorType, Plan, parse_plan
-from pivotal.principals import Role
-from pivotal.saga_scope import ID_RULE, MAX_STORED
+from pivotal.orchestration.four_eyes import on_behalf_of_missing, require_on_behalf_of
+from pivotal.people.principals import Role
+from pivotal.sagas import progress as live_progress
 from pivotal.server import views
 from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
@@ -29,7 +26,10 @@ from pivotal.server.errors import AUTHED, responses
 from pivotal.server.limits import Page, page
 from pivotal.store.saved import SAVED, filters_of
 from pivotal.store.search import FIELDS, PAGING, InvalidFilter, SagaFilter, refuse_unknown
-from pivotal.validation import validate_bounded
+from pivotal.views import saga_actions, saga_scope, worker_wait
+from pivotal.views.agent_view import SagaView as AgentSagaView
+from pivotal.views.agent_view import agent_outcome
+from pivotal.views.saga_scope import ID_RULE, MAX_STORED
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=responses(*AUTHED))
 
@@ -138,7 +138,7 @@ async def submit(
     A token that requires it refuses a plan that does not name the person it is for
     (``provenance.on_behalf_of``) with 422 ``on_behalf_of_required``. An agent's plan above
     its catalogue's rollout limit answers 202 ``rollout_shadow`` (kept in shadow, not run)
-    or 422 ``rollout_refused``. An agent is answered as ``pivotal.agent_view`` tells it: a
+    or 422 ``rollout_refused``. An agent is answered as ``pivotal.views.agent_view`` tells it: a
     reason code and Pivotal's words, never the approval record, the limit or a person's
     name."""
     plan = _as(parse_plan(body), who)

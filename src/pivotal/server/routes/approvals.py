@@ -1,11 +1,11 @@
 """What approvers do: list pivots waiting for a person, approve or reject them.
 
 A decision names the saga version the approver was shown; if the saga changed since, it is
-refused (409) and nothing is recorded. Four-eyes is the orchestrator's (``pivotal.four_eyes``,
-the same for every surface): the principal that submitted a saga, the person an agent
-submitted it on behalf of, and an approver who already approved it cannot approve it, names
-compared canonically; its ``FourEyesError`` is 403 ``four_eyes``. The decision is only
-recorded: a worker runs the saga on."""
+refused (409) and nothing is recorded. Four-eyes is the orchestrator's
+(``pivotal.orchestration.four_eyes``, the same for every surface): the principal that submitted a
+saga, the person an agent submitted it on behalf of, and an approver who already approved it cannot
+approve it, names compared canonically; its ``FourEyesError`` is 403 ``four_eyes``. The decision is
+only recorded: a worker runs the saga on."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from pivotal import approval_view
-from pivotal.principals import Role
+from pivotal.people.principals import Role
 from pivotal.server import views
 from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
 from pivotal.server.errors import AUTHED, responses
 from pivotal.server.limits import Page, page
 from pivotal.store.base import StoredSaga
+from pivotal.views import approval_view
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"], responses=responses(*AUTHED))
 

@@ -1,8 +1,8 @@
 """The catalogues this server serves, for any authenticated role (agents included).
 
-Each is described once, by ``pivotal.catalogue_view`` (as MCP's ``list_catalogues`` is):
+Each is described once, by ``pivotal.views.catalogue_view`` (as MCP's ``list_catalogues`` is):
 its steps with their kinds and argument schemas, its approval policy, its rollout and its
-rules, in words; to an agent, as ``pivotal.agent_view`` describes it (its approval policy
+rules, in words; to an agent, as ``pivotal.views.agent_view`` describes it (its approval policy
 and rollout said to exist, never their numbers). By name it also carries what a planner is
 given (``planning.render``): the JSON Schema of a valid plan and the text. Never an undo, a
 lookup or a check's code."""
@@ -14,15 +14,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from pivotal.agent_view import agent_catalogue
-from pivotal.catalogue import Catalogue
-from pivotal.catalogue_view import CatalogueDescription, describe_catalogue
+from pivotal.declarations.catalogue import Catalogue
+from pivotal.people.principals import Role
 from pivotal.planning.render import render_catalogue
-from pivotal.principals import Role
 from pivotal.server.api_errors import CatalogueNotFound
 from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
 from pivotal.server.errors import AUTHED, responses
+from pivotal.views.agent_view import agent_catalogue
+from pivotal.views.catalogue_view import CatalogueDescription, describe_catalogue
 
 router = APIRouter(prefix="/v1/catalogues", tags=["catalogues"], responses=responses(*AUTHED))
 

@@ -11,10 +11,11 @@ from fastapi import APIRouter, Depends, Path
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from pivotal import bulk, saga_actions, saga_ids
 from pivotal.errors import RolloutRefused, RolloutShadowed
-from pivotal.fork import Edit, parse_edit
-from pivotal.principals import Role
+from pivotal.operations import bulk
+from pivotal.orchestration.fork import Edit, parse_edit
+from pivotal.people.principals import Role
+from pivotal.sagas import saga_ids
 from pivotal.server import views
 from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
@@ -22,6 +23,7 @@ from pivotal.server.errors import AUTHED, DeadLetterNotFound, error_body, respon
 from pivotal.server.limits import Page, page
 from pivotal.store.planning_records import EscalationStatus
 from pivotal.store.search import SagaFilter, refuse_unknown
+from pivotal.views import saga_actions
 
 router = APIRouter(prefix="/v1", tags=["operators"], responses=responses(*AUTHED))
 

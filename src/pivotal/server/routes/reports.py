@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
-from pivotal.principals import Role
-from pivotal.report import DEFAULT_LIMIT, Period, Report, build_report
+from pivotal.people.principals import Role
 from pivotal.server.auth import Principal, allow
 from pivotal.server.context import Context, context
 from pivotal.server.errors import AUTHED, responses
+from pivotal.views.report import DEFAULT_LIMIT, Period, Report, build_report
 
 router = APIRouter(prefix="/v1", tags=["reports"], responses=responses(*AUTHED))
 

@@ -16,7 +16,7 @@ from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
 from pivotal.server.errors import AUTHED, responses
 from pivotal.server.limits import Page, page
-from pivotal.worker_view import describe
+from pivotal.views.worker_view import describe
 
 router = APIRouter(prefix="/v1", tags=["operators"], responses=responses(*AUTHED))
 

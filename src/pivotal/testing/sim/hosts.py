@@ -15,15 +15,15 @@ import random
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from pivotal.app import App
 from pivotal.clock import LedgerClock
+from pivotal.declarations.app import App
+from pivotal.declarations.retry import RetryPolicy
 from pivotal.errors import StoreError, StoreUnreachable
-from pivotal.orchestrator import Orchestrator
-from pivotal.relay import Relay, Sink
-from pivotal.retry import RetryPolicy
+from pivotal.operations.relay import Relay, Sink
+from pivotal.operations.worker import Worker, WorkerConfig
+from pivotal.orchestration.orchestrator import Orchestrator
 from pivotal.testing.sim.ledger import SimLedger
 from pivotal.testing.sim.loop import HostClock
-from pivotal.worker import Worker, WorkerConfig
 
 
 class HostGone(BaseException):

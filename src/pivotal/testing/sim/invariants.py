@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from pivotal.catalogue import Catalogue
-from pivotal.exposure import still_reserved
-from pivotal.state import SagaState, SagaStatus, UndoStatus, replay
+from pivotal.declarations.catalogue import Catalogue
+from pivotal.declarations.exposure import still_reserved
+from pivotal.sagas.state import SagaState, SagaStatus, UndoStatus, replay
 from pivotal.store.base import Store
 from pivotal.testing.sim.bank import Bank
 from pivotal.testing.sim.providers import PROVIDERS

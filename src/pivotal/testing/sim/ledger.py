@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Protocol, TypeVar
 
 from pivotal.errors import PivotalError
-from pivotal.state import Event, EventType, SagaState
+from pivotal.sagas.state import Event, EventType, SagaState
 from pivotal.store.primitives import write_failed
 from pivotal.store.queries import SQLITE_PRAGMAS
 from pivotal.store.sql import BatchResult, Fetch, Row, Stmt

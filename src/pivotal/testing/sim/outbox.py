@@ -1,5 +1,5 @@
-"""The outbox under simulation: the real relay (``pivotal.relay.Relay``) delivers what the
-ledger committed with each state change to a simulated receiver, which fails now and then,
+"""The outbox under simulation: the real relay (``pivotal.operations.relay.Relay``) delivers what
+the ledger committed with each state change to a simulated receiver, which fails now and then,
 or takes a message and loses its reply. What must hold at rest: every message delivered (at
 least once), nothing delivered that the ledger did not commit, and each saga's messages
 first delivered in the order the ledger keeps them."""
@@ -10,8 +10,8 @@ import asyncio
 import random
 from collections import defaultdict
 
-from pivotal.outbox import Message
-from pivotal.relay import DeliveryError
+from pivotal.operations.relay import DeliveryError
+from pivotal.sagas.outbox import Message
 from pivotal.store.base import Store
 from pivotal.testing.sim import hosts
 

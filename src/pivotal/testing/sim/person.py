@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import Any
 
-from pivotal import bulk
 from pivotal.errors import PivotalError
-from pivotal.fork import Edit
-from pivotal.state import EventType, SagaState, SagaStatus, UndoStatus
+from pivotal.operations import bulk
+from pivotal.orchestration.fork import Edit
+from pivotal.sagas.state import EventType, SagaState, SagaStatus, UndoStatus
 from pivotal.store.search import SagaFilter
 from pivotal.testing.sim.hosts import Host, HostGone
 from pivotal.testing.sim.world import World

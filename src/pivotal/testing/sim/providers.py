@@ -18,7 +18,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pivotal.identity import MONEY, Identity
+from pivotal.declarations.identity import MONEY, Identity
 
 TIMEOUT = 10.0  # every call's bound
 GRACE = 5.0  # how long after its client gave up a call may still land

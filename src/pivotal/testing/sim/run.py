@@ -22,17 +22,17 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from pivotal.app import App
+from pivotal.declarations.app import App
+from pivotal.declarations.plan import Plan, parse_plan
 from pivotal.engine import machine
-from pivotal.plan import Plan, parse_plan
-from pivotal.state import SagaStatus
+from pivotal.operations.worker import WorkerConfig
+from pivotal.sagas.state import SagaStatus
 from pivotal.testing.sim import hosts, ledger, outbox
 from pivotal.testing.sim.invariants import check
 from pivotal.testing.sim.loop import T0, VirtualLoop
 from pivotal.testing.sim.person import Person
 from pivotal.testing.sim.providers import COMPENSABLE, RETRIABLE, TIMEOUT
 from pivotal.testing.sim.world import QUIET, WORLD, Profile, World, catalogue
-from pivotal.worker import WorkerConfig
 
 CATALOGUE = catalogue()
 APP = App([CATALOGUE], name="sim")

@@ -11,11 +11,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pivotal.catalogue import Catalogue, NothingToUndo, StepContext
+from pivotal.declarations.catalogue import Catalogue, NothingToUndo, StepContext
+from pivotal.declarations.exposure import Moves
+from pivotal.declarations.policy import ThresholdPolicy, Window
+from pivotal.declarations.retry import RetryPolicy
 from pivotal.errors import Abort, Permanent, Transient
-from pivotal.exposure import Moves
-from pivotal.policy import ThresholdPolicy, Window
-from pivotal.retry import RetryPolicy
 from pivotal.testing.sim import hosts
 from pivotal.testing.sim.bank import Bank, Effect, Span
 from pivotal.testing.sim.loop import now
