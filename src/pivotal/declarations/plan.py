@@ -263,6 +263,9 @@ def parse_plan(data: str | bytes | dict[str, Any], *, limits: PlanLimits = DEFAU
     """
     try:
         if isinstance(data, dict):  # measured as the JSON text it would be
+            longest = _longest(data)
+            if longest is not None:
+                raise _too_long(_digits(longest))
             size = len(_COMPACT(data).encode())
             if size > limits.max_bytes:
                 raise PlanTooLarge(
@@ -301,8 +304,52 @@ def _submitted(plan: Plan) -> Plan:
     return plan
 
 
+MAX_DIGITS = 1000
+"""Digits of the longest integer a plan may hold (a longer one is refused, never read):
+money and quantities are far shorter, and a number past this is a mistake or an attack."""
+_BEYOND = 10**MAX_DIGITS  # the least integer of more digits
+
+
+def _too_long(digits: int) -> PlanParseError:
+    return PlanParseError(
+        f"malformed plan: a number of {digits} digits; at most {MAX_DIGITS} are read "
+        "(give a longer number as text)"
+    )
+
+
+def _integer(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_DIGITS:
+        raise _too_long(digits)
+    return int(text)
+
+
+def _longest(value: Any) -> int | None:
+    """The largest integer in ``value`` (a plan as a mapping) of more than ``MAX_DIGITS``
+    digits, as a positive number; None when there is none."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return abs(value) if abs(value) >= _BEYOND else None
+    items = value.values() if isinstance(value, dict) else value
+    if not isinstance(value, dict | list | tuple):
+        return None
+    found = [n for n in map(_longest, items) if n is not None]
+    return max(found, default=None)
+
+
+def _digits(n: int) -> int:
+    """Decimal digits of ``n`` > 0, without writing it out (which Python refuses past
+    4300 digits)."""
+    guess = max(1, int(n.bit_length() * 0.30102999566398120))
+    while 10**guess <= n:
+        guess += 1
+    while guess > 1 and 10 ** (guess - 1) > n:
+        guess -= 1
+    return guess
+
+
 def strict_json(text: str | bytes) -> Any:
-    """JSON with every duplicate key refused (``PlanParseError`` naming the key and where)."""
+    """JSON with every duplicate key refused (``PlanParseError`` naming the key and where),
+    and every integer longer than ``MAX_DIGITS`` digits."""
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -316,7 +363,7 @@ def strict_json(text: str | bytes) -> Any:
         return out
 
     try:
-        return json.loads(text, object_pairs_hook=pairs)
+        return json.loads(text, object_pairs_hook=pairs, parse_int=_integer)
     except UnicodeDecodeError as exc:
         raise PlanParseError(f"malformed plan: not UTF-8 text ({exc.reason})") from None
     except json.JSONDecodeError as exc:
