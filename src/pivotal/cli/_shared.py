@@ -208,6 +208,7 @@ class PivotalGroup(TyperGroup):
         given = list(sys.argv[1:] if args is None else args)
         as_json = JSON_ERRORS.set(wants_json(given))
         try:
+            refuse_not_text(given)
             result = super().main(
                 args=given,
                 prog_name=prog_name,
@@ -224,6 +225,32 @@ class PivotalGroup(TyperGroup):
         if not standalone_mode:
             return status
         sys.exit(status)
+
+
+def refuse_not_text(args: Sequence[str]) -> None:
+    """``InvalidInput`` for the first argument that is not UTF-8 text (bytes the shell
+    passed as they are, which Python holds as lone surrogates): every command refuses it
+    before it reads or writes anything, naming the argument and showing its bytes."""
+    for n, arg in enumerate(args, 1):
+        try:
+            arg.encode()
+        except UnicodeEncodeError:
+            raw = (
+                arg.encode(errors="surrogateescape")
+                if _escaped(arg)
+                else arg.encode(errors="backslashreplace")
+            )
+            shown = repr(raw)[2:-1][:80]
+            raise InvalidInput(
+                f"argument {n} ({shown}) is not UTF-8 text: every argument must be; nothing "
+                "was read or changed"
+            ) from None
+
+
+def _escaped(arg: str) -> bool:
+    """Whether every surrogate in ``arg`` stands for a byte the shell passed (U+DC80 to
+    U+DCFF), so that its bytes can be shown as given."""
+    return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in arg)
 
 
 def refuse_json_unprinted(ctx: Any, path: list[str], command: Any, rest: list[str]) -> None:
