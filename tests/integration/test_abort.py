@@ -20,10 +20,11 @@ from pivotal import (
     parse_plan,
 )
 from pivotal.engine import RunOptions
-from pivotal.errors import InvalidInput
+from pivotal.errors import ApprovalError, InvalidInput
 from pivotal.examples.commerce import CommerceServices
 from pivotal.hooks import Point
-from pivotal.sagas.state import EventType, SagaStatus
+from pivotal.sagas.state import ApprovalStatus, EventType, SagaStatus
+from pivotal.store import Store
 
 Checker = Callable[[str], Awaitable[SagaState]]
 
@@ -79,21 +80,39 @@ async def test_abort_a_submitted_saga_and_run_it(
     assert services.calls() == []
 
 
-async def test_abort_is_refused_once_terminal_or_awaiting_approval(
-    orchestrator: Orchestrator,
-    checkout_plan: PlanBuilder,
-    fulfilment_plan: PlanBuilder,
+async def test_abort_is_refused_once_terminal(
+    orchestrator: Orchestrator, checkout_plan: PlanBuilder
 ) -> None:
     done = await orchestrator.execute(checkout_plan())
     with pytest.raises(InvalidInput, match="completed: it cannot be aborted"):
         await orchestrator.abort(done.saga_id, "ops", "too late")
+    assert (await orchestrator.get(done.saga_id)).state.version == done.version
 
+
+async def test_an_operator_stops_a_saga_waiting_for_approval(
+    orchestrator: Orchestrator, store: Store, fulfilment_plan: PlanBuilder
+) -> None:
     big = fulfilment_plan("4471", amount="180.00", sku="lamp")
     waiting = await orchestrator.execute(big)
     assert waiting.status is SagaStatus.AWAITING_APPROVAL
-    with pytest.raises(InvalidInput, match="reject the approval instead"):
-        await orchestrator.abort(waiting.saga_id, "ops", "no")
-    assert (await orchestrator.get(waiting.saga_id)).state.version == waiting.version
+
+    aborted = await orchestrator.abort(waiting.saga_id, "ops", "customer called")
+
+    assert aborted.status is SagaStatus.COMPENSATING
+    assert aborted.reason == "aborted by ops: customer called"
+    assert aborted.approval is not None
+    assert aborted.approval.status is ApprovalStatus.REJECTED
+    written = (await store.events(waiting.saga_id))[-2:]
+    assert [e.type for e in written] == [
+        EventType.APPROVAL_REJECTED,
+        EventType.COMPENSATION_STARTED,
+    ]
+    assert written[0].data["approver"] == "ops"
+    assert written[0].data["note"] == "aborted by ops: customer called"
+    final = await orchestrator.run(waiting.saga_id)
+    assert final.status is SagaStatus.COMPENSATED
+    with pytest.raises(ApprovalError):  # nothing is left for an approver to decide
+        await orchestrator.approve(waiting.saga_id, "olga")
 
 
 async def test_abort_is_refused_past_the_point_of_no_return(

@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from pivotal import Catalogue, ErrorCode, PlanError, PlanParseError, parse_plan, validate
-from pivotal.declarations.plan import PlanLimits
-from pivotal.declarations.plan import surely_fits as _surely_fits
+from pivotal.declarations.plan import PlanLimits, surely_fits
 
 
 class Note(BaseModel):
@@ -304,7 +303,7 @@ def test_calls_are_flattened_with_their_json_paths() -> None:
 )
 def test_an_argument_skipped_by_the_size_shortcut_really_fits(value: object, limit: int) -> None:
     """The validator encodes an argument to measure it only when it might be too large."""
-    if _surely_fits(value, limit):
+    if surely_fits(value, limit):
         assert len(json.dumps(value, default=str)) <= limit
 
 

@@ -159,38 +159,53 @@ class Decisions(Letters):
     async def abort(
         self, saga_id: str, by: str, reason: str, *, run: bool = False, search: str | None = None
     ) -> SagaState:
-        """Turn a verdict (a model's "this order is invalid", a check) into a rollback: a
-        saga that is submitted or running, and has not begun its point-of-no-return step,
-        starts compensating; with ``run`` it compensates in this process, else a worker
-        (or the pass that holds its lease) does. Refused with ``InvalidInput`` otherwise: a
-        saga awaiting approval is rejected instead, and past the point of no return nothing
-        is undone. The write is fenced by version: a pass running meanwhile reloads.
-        ``search``: the query of the search that selected it, when one act aborted many
-        (``pivotal.operations.bulk``), kept in the event's data."""
+        """Turn a verdict (a model's "this order is invalid", an operator's "stop") into a
+        rollback: a saga that has not begun its point-of-no-return step (``abort_refusal``)
+        starts compensating; with ``run`` it compensates in this process, else a worker (or
+        the pass that holds its lease) does. A saga waiting for approval is stopped too:
+        its pending approval is closed as refused, with the abort as its note, in the same
+        commit (approving stays the approvers', under four-eyes). Refused with
+        ``InvalidInput`` otherwise: past the point of no return nothing is undone. The write
+        is fenced by version: a pass running meanwhile reloads. ``search``: the query of
+        the search that selected it, when one act aborted many (``pivotal.operations.bulk``),
+        kept in the event's data."""
         await synced(self.clock)  # times below are the ledger's
         if not names_someone(by) or not reason.strip():
             raise InvalidInput("aborting a saga needs who aborted it and why")
         stored = await self.get(saga_id)
         state = stored.state
-        if state.status not in (SagaStatus.SUBMITTED, SagaStatus.RUNNING):
-            waiting = state.status is SagaStatus.AWAITING_APPROVAL
-            hint = "; reject the approval instead" if waiting else ""
-            raise InvalidInput(
-                f"saga {saga_id} is {state.status.value}: it cannot be aborted{hint}"
-            )
-        pnr = point_of_no_return(state)
-        if pnr is not None and state.steps[pnr].status is not StepStatus.PENDING:
-            raise InvalidInput(
-                f"saga {saga_id} has begun {state.steps[pnr].name}, its point of no return: "
-                "nothing is undone after it"
-            )
+        refused = abort_refusal(state)
+        if refused is not None:
+            raise InvalidInput(f"saga {saga_id} {refused}")
         saga_run = self._pass(stored, None)
+        closed = []
+        if state.status is SagaStatus.AWAITING_APPROVAL and state.approval is not None:
+            note = f"aborted by {by}: {reason}"
+            step = state.approval.step
+            closed = [saga_run.event(EventType.APPROVAL_REJECTED, step, approver=by, note=note)]
         started = saga_run.event(
             EventType.COMPENSATION_STARTED, reason=f"aborted by {by}: {reason}"
         )
         if search is not None:  # which search selected it
             started = replace(started, data={**started.data, "search": search})
-        await saga_run.emit(started)
+        await saga_run.emit(*closed, started)
         if not run:
             return saga_run.state
         return await self.run(saga_id)
+
+
+_ABORTABLE = (SagaStatus.SUBMITTED, SagaStatus.RUNNING, SagaStatus.AWAITING_APPROVAL)
+
+
+def abort_refusal(state: SagaState) -> str | None:
+    """Why the saga cannot be aborted now (to follow its id in a refusal), or None when it
+    can: it is submitted, running or waiting for approval, and has not begun its point of
+    no return. The one rule for every surface, and for the buttons a page offers."""
+    if state.status not in _ABORTABLE:
+        return f"is {state.status.value}: it cannot be aborted"
+    pnr = point_of_no_return(state)
+    if pnr is not None and state.steps[pnr].status is not StepStatus.PENDING:
+        return (
+            f"has begun {state.steps[pnr].name}, its point of no return: nothing is undone after it"
+        )
+    return None

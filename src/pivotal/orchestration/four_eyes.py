@@ -129,12 +129,6 @@ def names_whom(plan: Plan) -> bool:
     return bool(canonical_person(plan.provenance.on_behalf_of or ""))
 
 
-def names_no_one(plan: Plan) -> bool:
-    """Whether the plan gives ``on_behalf_of`` as a name that folds to nothing (blanks, a
-    soft hyphen, a direction mark): refused wherever a plan is checked, required or not."""
-    return plan.provenance.on_behalf_of is not None and not names_whom(plan)
-
-
 def on_behalf_of_missing(plan: Plan, submitter: str) -> PlanError | None:
     """What validation reports, for a token that requires the person a plan is for
     (``pivotal tokens create --require-on-behalf-of``), of a plan that does not name one;

@@ -17,14 +17,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
-from pivotal.engine import point_of_no_return
 from pivotal.errors import InvalidInput, SagaConflict, SagaNotFound
+from pivotal.orchestration.decisions import abort_refusal
 from pivotal.orchestration.fork import Edit
 from pivotal.orchestration.fork import refusal as fork_refusal
 from pivotal.orchestration.rerun import refusal
 from pivotal.people.principals import names_someone
 from pivotal.redaction import redact
-from pivotal.sagas.state import Event, SagaState, SagaStatus, StepStatus
+from pivotal.sagas.state import Event, SagaState
 from pivotal.terminal import printable
 
 if TYPE_CHECKING:
@@ -83,15 +83,12 @@ async def fork(
 
 def offered(state: SagaState, now: float) -> dict[str, bool]:
     """Which of these actions a page offers for the saga at ``now`` (the ledger's clock):
-    ``abort`` while it is submitted or running and has not begun its point of no return,
+    ``abort`` when ``pivotal.orchestration.decisions.abort_refusal`` has no objection,
     ``rerun`` when ``pivotal.orchestration.rerun.refusal`` has no objection, ``fork`` when
     ``pivotal.orchestration.fork.refusal`` has none. Only a hint for the buttons: the orchestrator
     decides when one is pressed."""
-    pnr = point_of_no_return(state)
-    before_pivot = pnr is None or state.steps[pnr].status is StepStatus.PENDING
-    running = state.status in (SagaStatus.SUBMITTED, SagaStatus.RUNNING)
     return {
-        "abort": running and before_pivot,
+        "abort": abort_refusal(state) is None,
         "rerun": refusal(state, now) is None,
         "fork": fork_refusal(state, now) is None,
     }
