@@ -110,8 +110,9 @@ def test_decisions_and_operations_print_json(inproc: InProcess) -> None:
     approved = inproc.json("approvals", "approve", "a1", "--by", "alice", "--note", "ok", "--run")
     assert (approved["saga_id"], approved["status"]) == ("a1", "completed")
     assert approved["approval"]["approver"] == "alice"
-    rejected = inproc.json("approvals", "reject", "a2", "--by", "bob")
+    rejected = inproc.json("approvals", "reject", "a2", "--by", "bob", "--reason", "too much")
     assert rejected["status"] == "compensated"
+    assert rejected["approval"]["note"] == "too much"  # --reason, as every other act
 
     services.faults.always("ship", Fault.PERMANENT)  # r1 stops after its point of no return
     inproc.ok("submit", inproc.plan("r1.json", fulfilment("r1", "120")), "--saga-id", "r1")

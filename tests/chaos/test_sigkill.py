@@ -32,7 +32,6 @@ def emptied(url: str, forget: Callable[[str], Awaitable[None]]) -> Callable[[Pat
     return ledger
 
 
-@pytest.mark.timeout(300)
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_sigkill_at_every_site(

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 from typing import Any
 
-import pytest
 from pydantic import BaseModel
 
 from pivotal import Catalogue, Orchestrator, Permanent, SagaStatus, StepContext, parse_plan
@@ -118,7 +117,6 @@ def config() -> WorkerConfig:
     return WorkerConfig(lease_ttl=LEASE, poll_interval=0.05, sweep_interval=0.2, drain_timeout=1.0)
 
 
-@pytest.mark.timeout(120)
 async def test_a_worker_cut_off_from_postgres_past_its_lease_then_healed(
     postgres_url: str,
 ) -> None:

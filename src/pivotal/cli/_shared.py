@@ -569,7 +569,15 @@ SubmittedBy = Annotated[
     ),
 ]
 Why = Annotated[str, typer.Option("--reason", help="Why (recorded).", callback=bounded(MAX_TEXT))]
-Note = Annotated[str, typer.Option("--note", help="Why (recorded).", callback=bounded(MAX_TEXT))]
+Note = Annotated[
+    str,
+    typer.Option(
+        "--reason",
+        "--note",
+        help="Why (recorded), as every act takes it (--note: its older name).",
+        callback=bounded(MAX_TEXT),
+    ),
+]
 
 
 OS_USER_UNKNOWN = "cli"  # the proposer when the OS cannot say who runs the command

@@ -13,6 +13,7 @@ from pivotal.errors import (
     ApprovalError,
     InvalidInput,
     LeaseLost,
+    PivotalError,
     SagaUnserved,
     StaleApproval,
     VersionConflict,
@@ -128,13 +129,29 @@ class Decisions(Letters):
                     + (f": {note}" if note else ""),
                 ),
             ]
-        await saga_run.emit(*events)
+        try:
+            await saga_run.emit(*events)
+        except VersionConflict:  # another person decided first, or the saga moved on
+            raise await self._lost_race(saga_id) from None
         if not run:
             return saga_run.state
         try:
             return await self.run(saga_id)
         except (LeaseLost, SagaUnserved):  # a worker that serves it goes on (it was notified)
             return saga_run.state
+
+    async def _lost_race(self, saga_id: str) -> PivotalError:
+        """What a decision that lost its commit to another writer is told: who decided
+        first (``ApprovalError``), or, when the approval is still open, that the saga
+        changed meanwhile (``VersionConflict``: reload and decide again)."""
+        now = await self.get(saga_id)
+        first = four_eyes.already_decided(now, raced=True)
+        if first is not None:
+            return ApprovalError(first)
+        return VersionConflict(
+            f"saga {saga_id} changed while this decision was recorded (it is at version "
+            f"{now.state.version} now); nothing was recorded: reload it and decide again"
+        )
 
     async def _still_holds(self, stored: StoredSaga) -> None:
         """``StaleApproval`` unless the saga's plan still validates against fresh facts, as

@@ -86,10 +86,10 @@ def resumed_by(events: Iterable[Event]) -> set[str]:
     } - {""}
 
 
-def already_decided(saga: StoredSaga) -> str | None:
+def already_decided(saga: StoredSaga, *, raced: bool = False) -> str | None:
     """Why a decision on ``saga`` comes too late, when its approval was decided already
     (approved, rejected, or expired), saying by whom; None while it is pending, or when
-    no approval was ever asked."""
+    no approval was ever asked. ``raced``: the decision lost its commit to that one."""
     approval = saga.state.approval
     if approval is None or approval.status is ApprovalStatus.PENDING:
         return None
@@ -103,10 +103,12 @@ def already_decided(saga: StoredSaga) -> str | None:
         who = approval.approved_by if approval.status is ApprovalStatus.APPROVED else ()
         names = " and ".join(who) if who else (approval.approver or "someone")
         verdict = f"{what} was {approval.status.value} by {names}{at}"
-    return (
-        f"saga {saga_id} was already decided: {verdict}; it is {saga.state.status.value} "
-        "now, and nothing was recorded"
+    opening = (
+        f"another person decided saga {saga_id} first"
+        if raced
+        else f"saga {saga_id} was already decided"
     )
+    return f"{opening}: {verdict}; it is {saga.state.status.value} now, and nothing was recorded"
 
 
 def _when(at: float | None) -> str:

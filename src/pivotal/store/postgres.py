@@ -26,6 +26,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pivotal.errors import PivotalError, SchemaMismatch, StoreError, StoreUnreachable
 from pivotal.sagas.state import Event, SagaState
 from pivotal.store import queries as q
+from pivotal.store import rows
 from pivotal.store.pg_merge import pg_sql
 from pivotal.store.pg_writer import PgGroupWriter, stepwise
 from pivotal.store.primitives import BatchResult, Fetch, Row, Stmt, write_failed
@@ -302,12 +303,13 @@ class PostgresStore(SQLStore):
         found = await self._fetch(q.PG_LANDED, (after.saga_id,))
         if not found or not events:
             return False
-        version, lease_epoch, kind, at = found[0]
-        last = events[-1]
+        version, lease_epoch, *written = found[0]
+        last = events[-1]  # ours, if it landed: the same in every column, not only its kind
+        ours = (last.type.value, last.at, last.step, last.attempt, rows.dumps(dict(last.data)))
         return (
             version == after.version
             and (epoch is None or lease_epoch == epoch)
-            and (kind, at) == (last.type.value, last.at)
+            and tuple(written) == ours
         )
 
     async def wait_for_work(self, seconds: float) -> None:

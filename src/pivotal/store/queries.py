@@ -431,7 +431,8 @@ PG_NOTIFY_WORK = (
 )
 # Whether a refused commit is in fact our own, landed before its reply was lost.
 PG_LANDED = (
-    "SELECT s.version, s.lease_epoch, e.type, e.at FROM sagas s JOIN events e "
+    "SELECT s.version, s.lease_epoch, e.type, e.at, e.step, e.attempt, e.data "
+    "FROM sagas s JOIN events e "
     "ON e.saga_id = s.saga_id AND e.seq = s.version WHERE s.saga_id = ?"
 )
 PG_MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(?)"  # one migrator at a time
