@@ -5,6 +5,8 @@ another, never a traceback from deep inside the server."""
 from __future__ import annotations
 
 import errno
+import ipaddress
+import re
 import socket
 
 from pivotal.errors import PivotalError
@@ -20,6 +22,26 @@ class CannotListen(PivotalError):
     """The system refused to listen on this address and port."""
 
     code = "cannot_listen"
+
+
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def address_error(host: str) -> str | None:
+    """Why ``host`` cannot be an address to listen on, or None: an IPv4 or IPv6 address,
+    or a host name (labels of letters, digits and inner hyphens). Dotted digits that are no
+    IPv4 address (``999.1.1.1``) are refused, not looked up as a name."""
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    if ":" in host or re.fullmatch(r"[0-9.]+", host):
+        return f"{host!r} is not an IP address"
+    labels = host.removesuffix(".").split(".")
+    if len(host) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
+        return f"{host!r} is neither an IP address nor a host name"
+    return None
 
 
 def bind(host: str, port: int, *, option: str = "--port") -> socket.socket:

@@ -164,3 +164,18 @@ def test_sagas_list_and_sagas_bulk_take_the_same_filters() -> None:
     assert list(listed) == list(FIELDS)  # every filter of the search, in its order
     assert listed == acted
     assert listed["reason"][0] == ("--reason-holds",)  # --reason is what a person records
+
+
+def test_a_message_of_several_lines_is_shown_on_lines_of_its_own() -> None:
+    from pivotal.cli.bulk import shown
+    from pivotal.operations.bulk import Outcome, Result
+
+    message = "the plan no longer validates:\n[invalid_args] steps[0]: bad\n\x1b[31mred"
+    said = shown(Result("s-1", Outcome.REFUSED, "plan_rejected", message))
+
+    assert said.splitlines() == [
+        "s-1: refused [plan_rejected] the plan no longer validates:",
+        "    [invalid_args] steps[0]: bad",
+        "    \\x1b[31mred",
+    ]
+    assert "\\n" not in said

@@ -368,3 +368,17 @@ async def test_the_queue_shows_each_catalogues_rollout(login: Login, app: Commer
     assert "Rollout of <strong>checkout</strong>: agent plans execute below 50; above: refuse" in (
         queue.text
     )
+
+
+@pytest.mark.parametrize(
+    ("actor", "heading"),
+    [("agent", "The agent's rationale"), ("human", "The proposer's rationale")],
+)
+async def test_the_rationale_is_named_for_who_proposed_the_plan(
+    login: Login, orchestrator: Orchestrator, actor: str, heading: str
+) -> None:
+    plan = approval_plan() | {"provenance": {"actor_type": actor, "actor_id": "someone"}}
+    await orchestrator.submit(parse_plan(plan), saga_id="who")
+    page = (await (await login(Role.VIEWER)).get("/ui/sagas/who")).text
+    assert heading.replace("'", "&#39;") in page
+    assert ("The agent&#39;s rationale" in page) is (actor == "agent")

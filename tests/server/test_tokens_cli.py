@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from pivotal.cli import cli
@@ -169,3 +170,33 @@ def test_serve_check_builds_the_api_without_listening(tmp_path: Path) -> None:
     refused = CliRunner().invoke(cli, ["--db", f"sqlite:///{ledger}", "serve", "--check"])
     assert refused.exit_code == 2
     assert refused.stderr.startswith("error [app_required]")
+
+
+@pytest.mark.parametrize(
+    ("host", "ok"),
+    [
+        ("999.1.1.1", False),
+        ("1.2.3", False),
+        ("::g", False),
+        ("exa mple.com", False),
+        ("-bad.example.com", False),
+        ("127.0.0.1", True),
+        ("::1", True),
+        ("0.0.0.0", True),
+        ("localhost", True),
+        ("api.example.com", True),
+    ],
+)
+def test_serve_check_reads_the_host_as_an_address(tmp_path: Path, host: str, ok: bool) -> None:
+    ledger = tmp_path / "ledger.db"
+    assert CliRunner().invoke(cli, ["--db", f"sqlite:///{ledger}", "migrate"]).exit_code == 0
+    done = CliRunner().invoke(
+        cli,
+        ["--db", f"sqlite:///{ledger}", "--example-app", "serve", "--check", "--host", host],
+    )
+    if ok:
+        assert done.exit_code == 0, done.stderr
+        return
+    assert done.exit_code == 2
+    assert done.stderr.startswith("error [usage]: Invalid value for --host: "), done.stderr
+    assert "not an IP address" in done.stderr or "nor a host name" in done.stderr

@@ -119,11 +119,18 @@ def sagas_bulk(
         dump({"act": chosen.value, "count": len(results), "counts": counts, "sagas": rows})
     else:
         for r in results:
-            why_not = (
-                f" [{r.code}] {r.message}" if r.code else f" ({r.message})" if r.message else ""
-            )
-            again = f" -> {r.rerun}" if r.rerun else ""
-            out.print(Text(printable(f"{r.saga_id}: {r.outcome.value}{again}{why_not}")))
+            out.print(Text(shown(r)))
         out.print(Text(", ".join(f"{n} {o.replace('_', ' ')}" for o, n in counts.items())))
     if counts["refused"] or counts["not_found"]:
         raise typer.Exit(1)
+
+
+def shown(result: bulk.Result) -> str:
+    """One saga's outcome as lines a terminal shows: ``ID: outcome``, where it went again
+    and why it was refused; a message of several lines (a plan's validation errors) goes
+    on indented lines of its own, each escaped, never as a literal ``\\n``."""
+    again = f" -> {result.rerun}" if result.rerun else ""
+    first, *rest = (result.message or "").split("\n")
+    why_not = f" [{result.code}] {first}" if result.code else f" ({first})" if first else ""
+    lines = [f"{result.saga_id}: {result.outcome.value}{again}{why_not}", *rest]
+    return "\n    ".join(printable(line) for line in lines)

@@ -15,6 +15,7 @@ import typer
 from pivotal.cli._shared import Create, JsonFlag, dump, run, settings_of, writing
 from pivotal.observability.logs import ASGIApp, LogFormat, configure_logging
 from pivotal.people.principals import Role
+from pivotal.ports import address_error
 
 if TYPE_CHECKING:
     import uvicorn
@@ -138,6 +139,9 @@ def serve(
     """
     if not host.strip() or not host.isprintable() or len(host) > 255:
         raise typer.BadParameter("--host needs an address", param_hint="--host")
+    wrong = address_error(host)
+    if wrong is not None:  # with --check too: nothing binds there, the address is still read
+        raise typer.BadParameter(wrong, param_hint="--host")
     if trust_proxy_header is not None and (
         not trust_proxy_header
         or len(trust_proxy_header) > 100
