@@ -266,6 +266,7 @@ def parse_plan(data: str | bytes | dict[str, Any], *, limits: PlanLimits = DEFAU
             longest = _longest(data)
             if longest is not None:
                 raise _too_long(_digits(longest))
+            _no_lone_surrogate(data)
             size = len(_COMPACT(data).encode())
             if size > limits.max_bytes:
                 raise PlanTooLarge(
@@ -347,6 +348,43 @@ def _digits(n: int) -> int:
     return guess
 
 
+def _lone_surrogate(value: Any, where: str = "plan") -> str | None:
+    """Where in ``value`` (a plan read from JSON, or given as a mapping) a string holds a
+    lone surrogate, ``\\ud800`` unpaired: no character, which nothing downstream can
+    write as UTF-8; None when none does."""
+    if isinstance(value, str):
+        if value.isascii():
+            return None
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return where
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _lone_surrogate(key, f"{where} (a key)")
+            found = found or _lone_surrogate(item, f"{where}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for n, item in enumerate(value):
+            found = _lone_surrogate(item, f"{where}[{n}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _no_lone_surrogate(value: Any) -> Any:
+    where = _lone_surrogate(value)
+    if where is not None:
+        shown = where.removeprefix("plan.")
+        raise PlanParseError(
+            f"malformed plan: {shown} holds a lone surrogate (a \\ud800-\\udfff escape "
+            "without its pair), which is no character: give the text as it is written"
+        )
+    return value
+
+
 def strict_json(text: str | bytes) -> Any:
     """JSON with every duplicate key refused (``PlanParseError`` naming the key and where),
     and every integer longer than ``MAX_DIGITS`` digits."""
@@ -363,7 +401,7 @@ def strict_json(text: str | bytes) -> Any:
         return out
 
     try:
-        return json.loads(text, object_pairs_hook=pairs, parse_int=_integer)
+        return _no_lone_surrogate(json.loads(text, object_pairs_hook=pairs, parse_int=_integer))
     except UnicodeDecodeError as exc:
         raise PlanParseError(f"malformed plan: not UTF-8 text ({exc.reason})") from None
     except json.JSONDecodeError as exc:
