@@ -42,6 +42,7 @@ from pivotal.cli.searches import By, person
 from pivotal.errors import SagaNotFound
 from pivotal.orchestration.fork import parse_edit
 from pivotal.sagas import progress as live_progress
+from pivotal.sagas import saga_ids
 from pivotal.sagas.state import Event, SagaState
 from pivotal.store import Store, StoredSaga, count_rows
 from pivotal.store.saved import filters_of
@@ -206,7 +207,7 @@ async def read_saga(store: Store, saga_id: str, run: str = worker_wait.RUN) -> S
     the command that starts one), all at the ledger's time."""
     stored = await store.load(saga_id)
     if stored is None:
-        raise SagaNotFound(f"no saga {saga_id!r}")
+        raise SagaNotFound(saga_ids.missing(saga_id))
     now = await store.ledger_time()
     progress = await live_progress.live(store, stored.state, now)
     reason = await worker_wait.waiting(store, stored.state, now)
@@ -439,7 +440,7 @@ def sagas_events(
         async with reading(settings_of(ctx)) as store:
             stored = await store.load(saga_id)
             if stored is None:
-                raise SagaNotFound(f"no saga {saga_id!r}")
+                raise SagaNotFound(saga_ids.missing(saga_id))
             return stored, await store.events(saga_id)
 
     stored, events = run(work())

@@ -19,6 +19,7 @@ from pivotal.orchestration.fork import Edit, fork_id, fork_plan
 from pivotal.orchestration.letters import LettersDue
 from pivotal.orchestration.rerun import rerun_id, rerun_plan
 from pivotal.people.principals import names_someone
+from pivotal.sagas import saga_ids
 from pivotal.sagas.state import Event, EventType, SagaState, SagaStatus, StepStatus, replay
 from pivotal.store.base import StoredSaga
 
@@ -133,7 +134,7 @@ class Orchestrator(Decisions):
         """The saga's state rebuilt from its event log alone."""
         events = await self.store.events(saga_id)
         if not events:
-            raise SagaNotFound(f"no saga {saga_id!r}")
+            raise SagaNotFound(saga_ids.missing(saga_id))
         return replay(events)
 
     # -- run a compensated plan again ---------------------------------------------------

@@ -23,6 +23,7 @@ from pivotal.engine.telemetry import Observers, Telemetry
 from pivotal.errors import InvalidInput, SagaNotFound, SagaUnserved
 from pivotal.hooks import Hook
 from pivotal.provider_check.model import recorded_drift
+from pivotal.sagas import saga_ids
 from pivotal.sagas.lease import Lease, LeaseKeeper
 from pivotal.sagas.state import SagaState, SagaStatus
 from pivotal.store.base import Store, StoredSaga
@@ -91,7 +92,7 @@ class Running:
     async def get(self, saga_id: str) -> StoredSaga:
         stored = await self.store.load(saga_id)
         if stored is None:
-            raise SagaNotFound(f"no saga {saga_id!r}")
+            raise SagaNotFound(saga_ids.missing(saga_id))
         return stored
 
     async def _admit(self, work: Callable[[], Awaitable[SagaState]]) -> SagaState:

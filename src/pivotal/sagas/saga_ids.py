@@ -36,6 +36,20 @@ def check(saga_id: str | None) -> None:
         raise InvalidInput(f"saga id {saga_id!r} must be {rule()}")
 
 
+def missing(saga_id: str) -> str:
+    """What a person is told of an id the ledger has no saga of: an id without a ``.`` may
+    be one an agent gave, which the ledger keeps in the agent's namespace
+    (``<agent>.<hash>.<id>``), so the message says how to find it."""
+    said = f"no saga {saga_id!r}"
+    if "." in saga_id or not _STORED.match(saga_id):
+        return said
+    return (
+        f"{said}: an id an agent gave is kept in its namespace, as <agent>.<hash>.{saga_id}; "
+        "its sagas are listed with their full ids by `pivotal sagas list --actor-id AGENT` "
+        "(GET /v1/sagas?actor_id=AGENT)"
+    )
+
+
 def new() -> str:
     """A new saga id."""
     return f"sg_{uuid.uuid4().hex}"

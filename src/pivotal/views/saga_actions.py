@@ -24,6 +24,7 @@ from pivotal.orchestration.fork import refusal as fork_refusal
 from pivotal.orchestration.rerun import refusal
 from pivotal.people.principals import names_someone
 from pivotal.redaction import redact
+from pivotal.sagas import saga_ids
 from pivotal.sagas.state import Event, SagaState
 from pivotal.terminal import printable
 
@@ -111,7 +112,7 @@ async def events_of(store: Store, saga_id: str) -> dict[str, Any]:
     """``events_document`` of the saga in ``store``; ``SagaNotFound`` when there is none."""
     stored = await store.load(saga_id)
     if stored is None:
-        raise SagaNotFound(f"no saga {saga_id[:200]!r}")
+        raise SagaNotFound(saga_ids.missing(saga_id[:200]))
     return events_document(stored, await store.events(saga_id))
 
 

@@ -19,6 +19,7 @@ from pivotal.errors import PlanRejected, RolloutShadowed, SagaNotFound
 from pivotal.orchestration.four_eyes import on_behalf_of_missing, require_on_behalf_of
 from pivotal.people.principals import Role
 from pivotal.sagas import progress as live_progress
+from pivotal.sagas import saga_ids
 from pivotal.server import views
 from pivotal.server.auth import READERS, Principal, allow
 from pivotal.server.context import Context, context
@@ -253,7 +254,7 @@ async def show_saga(ctx: Ctx, who: Anyone, saga_id: str) -> dict[str, Any]:
         return saga_scope.view(who.name, mine).model_dump(mode="json")
     stored = await ctx.store.load(saga_id)
     if stored is None:
-        raise SagaNotFound(f"no saga {saga_id[:200]!r}")
+        raise SagaNotFound(saga_ids.missing(saga_id[:200]))
     now = ctx.clock.now()  # the ledger's time
     progress = await live_progress.live(ctx.store, stored.state, now)
     waiting = await worker_wait.waiting(ctx.store, stored.state, now)
