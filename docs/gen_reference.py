@@ -438,6 +438,51 @@ def operations() -> list[tuple[str, str, dict[str, Any], list[str] | None]]:
     return found
 
 
+def body_fields(document: dict[str, Any], operation: dict[str, Any]) -> list[list[str]]:
+    """``[field, type, required, meaning]`` of each top-level field of the operation's JSON
+    request body, as its schema in the OpenAPI document says (none: no body)."""
+    body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+    if body is None:
+        return []
+    schema = resolved(document, body.get("schema", {}))
+    required = set(schema.get("required", []))
+    return [
+        [
+            f"`{name}`",
+            type_of(document, field),
+            "yes" if name in required else "no",
+            cell(resolved(document, field).get("description", "") or field.get("title", "")),
+        ]
+        for name, field in schema.get("properties", {}).items()
+    ]
+
+
+def resolved(document: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema``, its ``$ref`` followed into the document's components."""
+    ref = schema.get("$ref")
+    if ref is None:
+        return schema
+    found: Any = document
+    for part in ref.removeprefix("#/").split("/"):
+        found = found[part]
+    return dict(found)
+
+
+def type_of(document: dict[str, Any], schema: dict[str, Any]) -> str:
+    """A field's JSON type in a few words: ``string``, ``integer or null``, ``array of
+    object``, the name of a schema it refers to."""
+    if "$ref" in schema:
+        return schema["$ref"].rsplit("/", 1)[-1]
+    if "anyOf" in schema:
+        return " or ".join(dict.fromkeys(type_of(document, s) for s in schema["anyOf"]))
+    kind = schema.get("type")
+    if kind == "array":
+        return f"array of {type_of(document, schema.get('items', {}))}"
+    if isinstance(kind, list):
+        return " or ".join(kind)
+    return str(kind or "any")
+
+
 def http_page() -> str:
     out = [GENERATED, "# HTTP API", ""]
     out.append(
@@ -446,6 +491,7 @@ def http_page() -> str:
         "Bearer TOKEN`; an admin token may do everything a role may.\n"
     )
     found = operations()
+    document = api().openapi()
     rows = []
     for method, path, operation, allowed in found:
         if allowed is not None:
@@ -472,6 +518,10 @@ def http_page() -> str:
                 for p in parameters
             ]
             out.append(table(["parameter", "in", "required", "meaning"], prows))
+        fields = body_fields(document, operation)
+        if fields:
+            out.append("Request body, JSON:\n")
+            out.append(table(["field", "type", "required", "meaning"], fields))
         answers = [
             [f"`{status}`", cell(answer.get("description", ""))]
             for status, answer in operation.get("responses", {}).items()

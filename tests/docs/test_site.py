@@ -127,6 +127,28 @@ def test_every_stage_of_admission_is_on_its_page_in_order_and_runs_what_it_names
         assert callable(getattr(importlib.import_module(module), name)), stage.runs
 
 
+def test_every_request_body_field_is_on_the_http_page_under_its_operation() -> None:
+    gen = generator()
+    document = gen.api().openapi()
+    page = generated()[gen.HTTP]
+    bodies = 0
+    for method, path, operation, _ in gen.operations():
+        fields = gen.body_fields(document, operation)
+        section = page.split(f"## {method} `{path}`\n")[1].split("\n## ")[0]
+        if not fields:
+            assert "Request body" not in section, (method, path)
+            continue
+        bodies += 1
+        body = section.split("Request body, JSON:")[1]
+        shown = re.findall(r"^\| `(\w+)` \| ([^|]+) \| (yes|no) \|", body, re.M)
+        assert [f for f, _, _ in shown] == [f[0].strip("`") for f in fields], (method, path)
+        assert all(t.strip() != "any" for _, t, _ in shown), (method, path)
+    assert bodies >= 12  # approve/reject, resume, fork, bulk, saved searches, plans ...
+    resume = page.split("## POST `/v1/sagas/{saga_id}/resume`\n")[1].split("\n## ")[0]
+    assert "| `from` |" in resume
+    assert "from_step" in resume  # the client's name, taken too
+
+
 def test_every_metric_is_in_the_table_with_its_type() -> None:
     scraped = generate_latest(PivotalMetrics().registry).decode()
     served = dict(re.findall(r"^# TYPE (\S+) (\S+)$", scraped, re.MULTILINE))

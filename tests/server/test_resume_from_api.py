@@ -129,3 +129,26 @@ async def test_a_capture_in_doubt_is_settled_by_hand_never_called_again(
     assert resumed.status is SagaStatus.COMPLETED
     assert len(services.rows("payments", kind="capture")) == captures  # never called again
     assert len(services.rows("shipments")) == 1
+
+
+async def test_from_step_the_clients_name_is_taken_as_from_and_both_are_refused(
+    as_role: Clients,
+    orchestrator: Orchestrator,
+    services: CommerceServices,
+    fulfilment_plan: PlanBuilder,
+) -> None:
+    await parked(orchestrator, services, fulfilment_plan)
+    before = (await orchestrator.get("s")).state.version
+    both = await as_role[Role.OPERATOR].post(
+        "/v1/sagas/s/resume", content=as_json({"reason": "x", "from": 3, "from_step": 4})
+    )
+    assert both.status_code == 422, both.text
+    assert "not both" in both.text
+    assert (await orchestrator.get("s")).state.version == before
+    services.faults.clear()
+    reply = await as_role[Role.OPERATOR].post(
+        "/v1/sagas/s/resume", content=as_json({"reason": "carrier fixed", "from_step": 3})
+    )
+    assert reply.status_code == 200, reply.text
+    resumed = [e for e in await orchestrator.store.events("s") if e.type is EventType.SAGA_RESUMED]
+    assert resumed[-1].data["from"] == 3

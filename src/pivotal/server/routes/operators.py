@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pivotal.errors import RolloutRefused, RolloutShadowed
 from pivotal.operations import bulk
@@ -41,12 +41,23 @@ class Why(BaseModel):
 
 
 class Resume(Why):
+    # ``from`` on the wire; ``from_step``, the client's name for it, is taken too
+    model_config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
+
     from_step: int | str | None = Field(
         default=None,
         alias="from",
         description="Go on at this step (its index from 0, or its name): the steps before "
-        "it that had not succeeded were settled by hand, by the caller.",
+        "it that had not succeeded were settled by hand, by the caller. ``from_step`` "
+        "(the typed client's name for it) is taken too; give one of the two.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "from" in data and "from_step" in data:
+            raise ValueError("give the step to go on at as `from` or as `from_step`, not both")
+        return data
 
 
 class Settled(Why):
