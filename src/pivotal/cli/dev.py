@@ -13,7 +13,8 @@ import signal
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -80,29 +81,31 @@ def dev(
     chosen = base[3] if base[2] == "--app" else None
     settings = Settings(db=base[1], app=chosen, example_app=chosen is None)
     makes = create or base[1] == DEV_DB  # the development ledger is dev's own to make
-    check_ledger(settings, create=makes, offers="--create")
-    files = _app_files(chosen)
-    ledger, shown = settings.ledger, settings.describe_app()
-    say("dev_starting", f"pivotal dev: ledger {ledger}, app {shown}", ledger=ledger, url=url)
-    watched = ", ".join(str(f) for f in files)
-    say(
-        "dev_watching",
-        f"reloading when these change: {watched}"
-        if files
-        else "the app's module was not found (check PYTHONPATH): no reload on change",
-        files=[str(f) for f in files],
-    )
-    say(
-        "dev_outbox",
-        f"outbox: relayed to {', '.join(brief(c) for c in relay_callable)}"
-        if relay_callable
-        else "outbox: not relayed (no sink given: --relay-callable module:attribute delivers "
-        "it; `pivotal outbox list` shows it)",
-    )
-    if check:
-        with settings.loaded_app(writes="dev"):
-            return say("dev_checked", "the app loads: pivotal dev would serve it", check=True)
-    bind(host, port).close()  # a port another process holds: said now, not by a child
+    made = _dev_folder(base[1])
+    with _undone_on_error(made, checking=check):
+        check_ledger(settings, create=makes, offers="--create")
+        files = _app_files(chosen)
+        ledger, shown = settings.ledger, settings.describe_app()
+        say("dev_starting", f"pivotal dev: ledger {ledger}, app {shown}", ledger=ledger, url=url)
+        watched = ", ".join(str(f) for f in files)
+        say(
+            "dev_watching",
+            f"reloading when these change: {watched}"
+            if files
+            else "the app's module was not found (check PYTHONPATH): no reload on change",
+            files=[str(f) for f in files],
+        )
+        say(
+            "dev_outbox",
+            f"outbox: relayed to {', '.join(brief(c) for c in relay_callable)}"
+            if relay_callable
+            else "outbox: not relayed (no sink given: --relay-callable module:attribute delivers "
+            "it; `pivotal outbox list` shows it)",
+        )
+        if check:
+            with settings.loaded_app(writes="dev"):
+                return say("dev_checked", "the app loads: pivotal dev would serve it", check=True)
+        bind(host, port).close()  # a port another process holds: said now, not by a child
     if makes and not _exists(base[1]):
         asyncio.run(migrate_ledger(base[1]))
         say("dev_ledger_made", f"made the ledger {ledger}", ledger=ledger)
@@ -179,11 +182,38 @@ def _global_args(ctx: typer.Context, db: str | None, app: str | None, example: b
         raise InvalidInput("--example-app and --app name two apps; give one")
     if not app and not example:
         raise InvalidInput("`pivotal dev` needs your app: --app module:attribute, or --example-app")
-    path = sqlite_path(db)
-    if db == DEV_DB and path:  # private, whatever the umask: it holds the ledger
-        Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        Path(path).parent.chmod(0o700)
     return ["--db", db, *(["--app", app] if app else ["--example-app"])]
+
+
+def _dev_folder(db: str) -> Path | None:
+    """The development ledger's folder, made private (whatever the umask: it holds the
+    ledger) when ``db`` is that ledger; the folder when this call made it, else None."""
+    path = sqlite_path(db)
+    if db != DEV_DB or not path:
+        return None
+    folder = Path(path).parent
+    made = not folder.exists()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    return folder if made else None
+
+
+@contextmanager
+def _undone_on_error(made: Path | None, *, checking: bool) -> Iterator[None]:
+    """An error before the ledger is made changes nothing, and nor does ``--check``: the
+    folder this run made for the ledger is taken away again while it is empty."""
+    try:
+        yield
+    except BaseException:
+        _unmake(made)
+        raise
+    if checking:
+        _unmake(made)
+
+
+def _unmake(made: Path | None) -> None:
+    if made is not None and made.is_dir() and not any(made.iterdir()):
+        made.rmdir()
 
 
 def _app_files(app: str | None) -> list[Path]:
