@@ -184,3 +184,20 @@ def test_what_a_person_copies_is_whole_on_one_line_at_80_columns(name: str) -> N
     assert max(len(line) for line in lines) <= WIDTH, "\n".join(lines)
     for text in copied:
         assert any(text in line for line in lines), f"{text!r} cut or folded:\n" + "\n".join(lines)
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_no_header_and_no_short_word_is_broken_at_80_columns(name: str) -> None:
+    """Text folds between words: every header, and every word of 20 characters or fewer
+    of what the table holds, is whole on one line (a longer word may fold)."""
+    view, _ = TABLES[name]()
+    text = "\n".join(shown(view))
+    columns = getattr(view, "columns", ())
+    in_columns = text.lstrip().startswith(("┏", "┌"))  # else records: "header: value"
+    for header in [str(c.header) for c in columns] if in_columns else []:
+        assert header in text, f"header {header!r} broken:\n{text}"
+    cells = [str(cell) for column in getattr(view, "columns", ()) for cell in column._cells]
+    for word in {w for cell in cells for w in cell.split() if len(w) <= 20}:
+        if "…" in text and word not in text:  # a cell cut short on purpose (… at its end)
+            continue
+        assert word in text, f"{word!r} broken:\n{text}"

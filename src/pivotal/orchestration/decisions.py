@@ -21,7 +21,14 @@ from pivotal.errors import (
 from pivotal.orchestration import four_eyes
 from pivotal.orchestration.letters import Letters
 from pivotal.people.principals import names_someone
-from pivotal.sagas.state import ApprovalStatus, EventType, SagaState, SagaStatus, StepStatus
+from pivotal.sagas.state import (
+    ApprovalStatus,
+    Event,
+    EventType,
+    SagaState,
+    SagaStatus,
+    StepStatus,
+)
 from pivotal.store.base import StoredSaga
 
 
@@ -195,20 +202,27 @@ class Decisions(Letters):
         if refused is not None:
             raise InvalidInput(f"saga {saga_id} {refused}")
         saga_run = self._pass(stored, None)
-        closed = []
+        why = f"aborted by {by}: {reason}"
         if state.status is SagaStatus.AWAITING_APPROVAL and state.approval is not None:
-            note = f"aborted by {by}: {reason}"
             step = state.approval.step
-            closed = [saga_run.event(EventType.APPROVAL_REJECTED, step, approver=by, note=note)]
-        started = saga_run.event(
-            EventType.COMPENSATION_STARTED, reason=f"aborted by {by}: {reason}"
-        )
-        if search is not None:  # which search selected it
-            started = replace(started, data={**started.data, "search": search})
-        await saga_run.emit(*closed, started)
+            events = [
+                saga_run.event(EventType.APPROVAL_REJECTED, step, approver=by, note=why),
+                _chosen(saga_run.event(EventType.COMPENSATION_STARTED, reason=why), search),
+            ]
+        else:
+            events = [_chosen(saga_run.event(EventType.COMPENSATION_STARTED, reason=why), search)]
+        await saga_run.emit(*events)
         if not run:
             return saga_run.state
         return await self.run(saga_id)
+
+
+def _chosen(started: Event, search: str | None) -> Event:
+    """The start of an abort's compensation, with the search that selected the saga when
+    one act aborted many (``pivotal.operations.bulk``)."""
+    if search is None:
+        return started
+    return replace(started, data={**started.data, "search": search})
 
 
 _ABORTABLE = (SagaStatus.SUBMITTED, SagaStatus.RUNNING, SagaStatus.AWAITING_APPROVAL)

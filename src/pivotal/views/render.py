@@ -56,6 +56,7 @@ EVENT_STYLE = {
 Role = Literal["id", "fixed", "date", "text"]
 TEXT_MIN = 8  # the narrowest a column of text gets: it folds onto more lines instead
 TEXT_FLOOR = 5  # ... unless an id would fold: then text narrows down to this first
+WORD_MAX = 20  # a longer word folds; a shorter one, and a header, is never broken
 DATE = 10  # a timestamp's width: the date on one line, the time below it
 ID_MIN = 8  # the narrowest an id column is measured at when the ids cannot all be whole
 
@@ -90,14 +91,15 @@ class FittedTable(Table):
         chosen = self._fit(options.max_width)
         ids = [i for i, role in enumerate(self.roles) if role == "id"]
         if any(chosen[i] < self._widest(i) for i in ids):
-            yield self._stacked(ids, options.max_width)  # an id would fold: records instead
+            yield self._stacked(ids, options.max_width, console)  # records instead
             return
         yield from super().__rich_console__(console, options)
 
-    def _stacked(self, ids: list[int], width: int) -> Group:
+    def _stacked(self, ids: list[int], width: int, console: Console) -> Group:
         """The rows as records, for a terminal too narrow to show the ids whole in columns:
         a row's ids on its first line, each whole, then its other cells as ``header: value``,
-        indented, as many to a line as fit in ``width``."""
+        indented, as many to a line as fit in ``width``; a cell too long for a line of its
+        own goes on as many as it needs, broken between words, under its first."""
 
         def cell(column: int, row: int) -> Text:
             value = self.columns[column]._cells[row]
@@ -117,6 +119,15 @@ class FittedTable(Table):
                 if line.plain.strip() and cell_len(line.plain) + 2 + field.cell_len > width:
                     parts.append(line)
                     line = Text("  ")
+                if field.cell_len + 2 > width:  # on lines of its own, between words
+                    if line.plain.strip():
+                        parts.append(line)
+                    wrapped = field.wrap(console, max(width - 4, 1))
+                    for n, piece in enumerate(wrapped):
+                        piece.rstrip()
+                        parts.append(Text("    " if n else "  ") + piece)
+                    line = Text("  ")
+                    continue
                 line.append_text(field if not line.plain.strip() else Text("  ") + field)
             if line.plain.strip():
                 parts.append(line)
@@ -140,16 +151,17 @@ class FittedTable(Table):
         texts = [i for i, role in enumerate(roles) if role in ("text", "date")]
         ids = [i for i, role in enumerate(roles) if role == "id"]
         for i in texts:  # the least each shows: a date on two lines, text folded
-            least = DATE if roles[i] == "date" else max(TEXT_MIN, self._header(i))
+            least = DATE if roles[i] == "date" else max(TEXT_MIN, self._floor(i))
             chosen[i] = min(widest[i], least)
             spare -= chosen[i]
         # an id whole on one line (a person copies it) comes before text at its ease, when
         # narrowing the text that far makes every id whole
         short = sum(widest[i] for i in ids) - spare
         narrowing = [i for i in texts if roles[i] == "text"]
-        if 0 < short <= sum(max(chosen[i] - TEXT_FLOOR, 0) for i in narrowing):
+        floor = {i: min(chosen[i], max(TEXT_FLOOR, self._floor(i))) for i in narrowing}
+        if 0 < short <= sum(chosen[i] - floor[i] for i in narrowing):
             while short > 0:
-                widest_text = max(narrowing, key=chosen.__getitem__)
+                widest_text = max(narrowing, key=lambda i: chosen[i] - floor[i])
                 chosen[widest_text] -= 1
                 spare += 1
                 short -= 1
@@ -178,6 +190,14 @@ class FittedTable(Table):
 
     def _header(self, index: int) -> int:
         return cell_len(str(self.columns[index].header))
+
+    def _floor(self, index: int) -> int:
+        """The narrowest a text column gets: its header, and its longest word (up to
+        ``WORD_MAX``), each on one line, so that no word is broken where it is read."""
+        words = (
+            cell_len(word) for cell in self.columns[index]._cells for word in str(cell).split()
+        )
+        return max(self._header(index), min(max(words, default=0), WORD_MAX))
 
 
 def when(ts: float | None) -> str:
