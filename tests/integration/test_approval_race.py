@@ -7,16 +7,18 @@ moment are not the same write)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from conftest import PlanBuilder
-from pivotal import FakeClock, Orchestrator
+from pivotal import FakeClock, Orchestrator, Plan
 from pivotal.errors import ApprovalError
 from pivotal.examples.commerce import CommerceApp
 from pivotal.sagas.state import EventType, SagaStatus
 from pivotal.store import Store
+
+PlanBuilder = Callable[..., Plan]
 
 
 @pytest.mark.parametrize("second", ["approve", "reject"])
