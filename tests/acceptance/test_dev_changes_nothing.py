@@ -22,7 +22,7 @@ def test_a_busy_port_leaves_no_ledger_and_no_folder(tmp_path: Path) -> None:
             cwd=tmp_path,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=600,
         )
     assert done.returncode != 0
     assert "error [port_in_use]" in done.stderr
@@ -35,7 +35,7 @@ def test_check_makes_no_ledger(tmp_path: Path) -> None:
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     assert not (tmp_path / ".pivotal-dev" / "pivotal.db").exists()

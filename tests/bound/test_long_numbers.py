@@ -56,7 +56,7 @@ def test_the_cli_refuses_it_as_a_malformed_plan(tmp_path: Path) -> None:
         [PIVOTAL, "validate", str(plan)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert done.returncode != 0
     assert "internal_error" not in done.stderr + done.stdout

@@ -24,7 +24,6 @@ from pivotal.declarations.identity import canonical_text, same
 from pivotal.declarations.plan import Plan
 from pivotal.declarations.plan_errors import ErrorCode, PlanError
 from pivotal.declarations.plan_view import PlanView, show
-from pivotal.people.principals import canonical_person
 
 FactSource = Callable[[Mapping[str, object]], Mapping[str, object]]
 """The app's ``facts(context)``: what trusted systems know about a plan's subject."""
@@ -141,8 +140,7 @@ def names(plan: Plan) -> list[PlanError]:
     """The names four-eyes will compare: a plan that gives ``on_behalf_of`` as a name that
     folds to nothing (blanks, a soft hyphen, characters that draw as nothing) names no
     one, and is refused wherever a plan is checked, required or not."""
-    named = plan.provenance.on_behalf_of
-    if named is None or canonical_person(named):
+    if plan.provenance.on_behalf_of is None or plan.provenance.names_whom():
         return []
     return [
         PlanError(

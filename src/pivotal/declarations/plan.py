@@ -21,7 +21,7 @@ from pydantic import (
 from pivotal.declarations.plan_errors import ErrorCode, PlanError
 from pivotal.errors import PlanParseError, PlanTooLarge
 from pivotal.jsontext import encoder, standard
-from pivotal.people.principals import MAX_PERSON
+from pivotal.people.principals import MAX_PERSON, canonical_person
 from pivotal.records import quick_init
 from pivotal.sagas import saga_ids
 
@@ -97,6 +97,11 @@ class Provenance(BaseModel):
     rerun_of: Rerun | None = None
     # set by ``Orchestrator.fork`` only: the finished saga whose plan this one edits
     forked_from: Fork | None = None
+
+    def names_whom(self) -> bool:
+        """Whether ``on_behalf_of`` names a person: a name that folds to nothing (blanks, a
+        soft hyphen, characters that draw as nothing) names no one, as four-eyes reads it."""
+        return bool(canonical_person(self.on_behalf_of or ""))
 
     def ref(self) -> str:
         """A stable short id for this provenance record."""

@@ -27,7 +27,6 @@ from pivotal.declarations.identity import finite_decimal, same
 from pivotal.declarations.plan import Plan
 from pivotal.declarations.plan_errors import ErrorCode, PlanError
 from pivotal.declarations.plan_view import Call, PlanView, show
-from pivotal.people.principals import canonical_person
 
 __all__ = [
     "Agree",
@@ -438,7 +437,7 @@ class OnBehalfOfAbove(PlanRule):
         above = [
             c for c in view.named(self.steps) if (finite_decimal(c.value(self.field)) or 0) > limit
         ]
-        if not above or canonical_person(view.plan.provenance.on_behalf_of or ""):
+        if not above or view.plan.provenance.names_whom():
             return []
         c = above[0]
         return [

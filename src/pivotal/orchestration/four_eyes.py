@@ -126,9 +126,8 @@ def check(approver: str, saga: StoredSaga, events: Iterable[Event]) -> None:
 
 
 def names_whom(plan: Plan) -> bool:
-    """Whether the plan names the person it is for (a name that folds to nothing, such as
-    blanks or a soft hyphen, names no one)."""
-    return bool(canonical_person(plan.provenance.on_behalf_of or ""))
+    """Whether the plan names the person it is for (``Provenance.names_whom``)."""
+    return plan.provenance.names_whom()
 
 
 def on_behalf_of_missing(plan: Plan, submitter: str) -> PlanError | None:
